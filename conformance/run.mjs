@@ -1,0 +1,651 @@
+#!/usr/bin/env node
+// AG-UI conformance harness for agui-gateway.
+//
+// Usage: node run.mjs <baseUrl>        e.g. node run.mjs http://127.0.0.1:41234
+//
+// Drives the gateway's `demo` agent (POST <baseUrl>/agents/demo/agui) with the
+// real AG-UI client packages from npm, in two versions:
+//   1.0.0  -> "@ag-ui/client"            (sends protocolVersion "1.0")
+//   0.0.58 -> "agui0" = @ag-ui/client@0.0.58 (sends no protocolVersion)
+//
+// A scenario fails on any of:
+//   - an error thrown by runAgent (the client's own schema validation and
+//     verifyEvents sequencing checks surface this way), RUN_ERROR, onRunFailed;
+//   - any console.warn / console.error emitted while the client runs (1.0.0
+//     *strips* unknown fields and legacy shapes with a warning instead of
+//     failing; 0.0.58 warns on dangling message / tool-call ids);
+//   - independent checks on the raw wire frames and on the events delivered to
+//     the subscriber: integer-or-absent timestamp, no `null` anywhere (except
+//     inside opaque payloads), first event RUN_STARTED, last RUN_FINISHED,
+//     thread/run ids echoed;
+//   - the scenario's own assertions on events and agent.messages.
+//
+// Exit code 0 if every scenario passes, 1 otherwise. The last line of output is
+// "<n> passed, <m> failed".
+//
+// Env: AGUI_CONFORMANCE_TIMEOUT_MS (default 30000) per run;
+//      AGUI_CONFORMANCE_VERBOSE=1 prints the trace for passing scenarios too.
+
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { HttpAgent as HttpAgentV1 } from '@ag-ui/client';
+import { HttpAgent as HttpAgentV0 } from 'agui0';
+
+// The 1.0.0 client only *warns* about stripped material; never let the
+// environment silence those warnings.
+delete process.env.SUPPRESS_TRANSFORMATION_WARNINGS;
+
+const TIMEOUT_MS = Number(process.env.AGUI_CONFORMANCE_TIMEOUT_MS || 30000);
+const VERBOSE = !!process.env.AGUI_CONFORMANCE_VERBOSE;
+
+function installedVersion(pkgDir) {
+  const url = new URL(`./node_modules/${pkgDir}/package.json`, import.meta.url);
+  return JSON.parse(readFileSync(url, 'utf8')).version;
+}
+
+const CLIENTS = [
+  { version: '1.0.0', HttpAgent: HttpAgentV1, pkg: '@ag-ui/client', modern: true },
+  { version: '0.0.58', HttpAgent: HttpAgentV0, pkg: 'agui0', modern: false },
+];
+
+const CHANGE_BACKGROUND_TOOL = {
+  name: 'change_background',
+  description: 'Change the page background colour',
+  parameters: {
+    type: 'object',
+    properties: { background: { type: 'string' } },
+    required: ['background'],
+  },
+};
+
+// ---------------------------------------------------------------------------
+// Small helpers
+
+class ScenarioFailure extends Error {}
+
+function check(cond, msg) {
+  if (!cond) throw new ScenarioFailure(msg);
+}
+
+function trunc(s, n = 60) {
+  s = String(s);
+  return s.length > n ? `${s.slice(0, n)}…` : s;
+}
+
+function errText(e) {
+  if (e === undefined) return 'undefined';
+  if (e instanceof Error) {
+    // zod errors carry a long JSON message; keep it on one line.
+    return `${e.name && e.name !== 'Error' ? `${e.name}: ` : ''}${e.message}`.replace(/\s+/g, ' ');
+  }
+  return typeof e === 'string' ? e : JSON.stringify(e);
+}
+
+function deepEqual(a, b) {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+function isNonEmptyString(v) {
+  return typeof v === 'string' && v.trim().length > 0;
+}
+
+// Paths below which `null` is legitimate data (opaque JSON payloads).
+function nullAllowedAt(event, path) {
+  const [top, second] = path;
+  switch (event.type) {
+    case 'CUSTOM':
+      if (top === 'value') return true;
+      break;
+    case 'RAW':
+      if (top === 'event') return true;
+      break;
+    case 'STATE_SNAPSHOT':
+      if (top === 'snapshot') return true;
+      break;
+    case 'STATE_DELTA':
+      if (top === 'delta') return true; // JSON Patch values
+      break;
+    case 'ACTIVITY_SNAPSHOT':
+      if (top === 'content') return true;
+      break;
+    case 'ACTIVITY_DELTA':
+      if (top === 'patch') return true;
+      break;
+    case 'RUN_STARTED':
+      // echoed RunAgentInput: state/forwardedProps/tool schemas are opaque JSON
+      if (top === 'input' && ['state', 'forwardedProps', 'tools', 'context'].includes(second)) return true;
+      break;
+    default:
+      break;
+  }
+  // metadata is open by key; a null value under a key is meaningful data
+  const mi = path.indexOf('metadata');
+  if (mi !== -1 && path.length > mi + 1) return true;
+  return false;
+}
+
+function findNulls(event, value, path, out) {
+  if (value === null) {
+    if (!nullAllowedAt(event, path)) out.push(path.join('.') || '<root>');
+    return;
+  }
+  if (Array.isArray(value)) {
+    value.forEach((v, i) => findNulls(event, v, [...path, i], out));
+  } else if (typeof value === 'object') {
+    for (const [k, v] of Object.entries(value)) findNulls(event, v, [...path, k], out);
+  }
+}
+
+// Generic per-event checks shared by the raw wire stream and subscriber view.
+function checkEventList(events, where, ctx) {
+  const problems = [];
+  if (events.length === 0) {
+    problems.push(`${where}: no events`);
+    return problems;
+  }
+  events.forEach((ev, i) => {
+    if (typeof ev !== 'object' || ev === null || Array.isArray(ev)) {
+      problems.push(`${where}[${i}]: not a JSON object`);
+      return;
+    }
+    if (typeof ev.type !== 'string') problems.push(`${where}[${i}]: missing string type`);
+    if ('timestamp' in ev && !Number.isInteger(ev.timestamp)) {
+      problems.push(`${where}[${i}] ${ev.type}: timestamp ${JSON.stringify(ev.timestamp)} is not an integer`);
+    }
+    const nulls = [];
+    findNulls(ev, ev, [], nulls);
+    for (const p of nulls) problems.push(`${where}[${i}] ${ev.type}: null at '${p}'`);
+  });
+  const first = events[0];
+  const last = events[events.length - 1];
+  if (first?.type !== 'RUN_STARTED') problems.push(`${where}: first event is ${first?.type}, expected RUN_STARTED`);
+  if (last?.type !== 'RUN_FINISHED') problems.push(`${where}: last event is ${last?.type}, expected RUN_FINISHED`);
+  for (const ev of events) {
+    if (ev?.type === 'RUN_STARTED' || ev?.type === 'RUN_FINISHED') {
+      if (ev.threadId !== ctx.threadId) problems.push(`${where}: ${ev.type}.threadId ${JSON.stringify(ev.threadId)} != ${ctx.threadId}`);
+      if (ctx.runId && ev.runId !== ctx.runId) problems.push(`${where}: ${ev.type}.runId ${JSON.stringify(ev.runId)} != ${ctx.runId}`);
+    }
+    if (ev?.type === 'RUN_ERROR') problems.push(`${where}: RUN_ERROR ${JSON.stringify(ev.message)} code=${ev.code}`);
+  }
+  return problems;
+}
+
+// Parse an SSE body the way both clients do (frames split on a blank line,
+// `data:` lines joined), but strictly: every frame must hold exactly one JSON
+// object.
+function parseSse(text) {
+  const problems = [];
+  const events = [];
+  if (text.includes('\r')) problems.push('wire: stream contains \\r (clients split frames on "\\n\\n" only)');
+  const frames = text.split('\n\n');
+  const tail = frames.pop();
+  if (tail.trim() !== '') problems.push(`wire: trailing unterminated frame ${JSON.stringify(trunc(tail))}`);
+  for (const frame of frames) {
+    if (frame.trim() === '') continue;
+    const data = [];
+    for (const line of frame.split('\n')) {
+      if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
+      else if (line.startsWith(':') || /^(event|id|retry):/.test(line)) continue;
+      else problems.push(`wire: unexpected SSE line ${JSON.stringify(trunc(line))}`);
+    }
+    if (data.length === 0) continue; // comment / keep-alive frame
+    try {
+      events.push(JSON.parse(data.join('\n')));
+    } catch (e) {
+      problems.push(`wire: frame is not JSON: ${JSON.stringify(trunc(data.join('\n')))}`);
+    }
+  }
+  return { events, problems };
+}
+
+function describeEvent(ev) {
+  const bits = [ev.type];
+  switch (ev.type) {
+    case 'RUN_STARTED':
+      bits.push(`run=${trunc(ev.runId, 12)}`);
+      break;
+    case 'RUN_FINISHED':
+      if (ev.outcome !== undefined) bits.push(`outcome=${JSON.stringify(ev.outcome)}`);
+      if (ev.result !== undefined) bits.push(`result=${trunc(JSON.stringify(ev.result), 40)}`);
+      break;
+    case 'RUN_ERROR':
+      bits.push(JSON.stringify(ev.message), `code=${ev.code}`);
+      break;
+    case 'TEXT_MESSAGE_START':
+      bits.push(`msg=${trunc(ev.messageId, 12)}`, `role=${ev.role}`);
+      break;
+    case 'TEXT_MESSAGE_CONTENT':
+      bits.push(`msg=${trunc(ev.messageId, 12)}`, JSON.stringify(trunc(ev.delta, 40)));
+      break;
+    case 'TEXT_MESSAGE_END':
+      bits.push(`msg=${trunc(ev.messageId, 12)}`);
+      break;
+    case 'TOOL_CALL_START':
+      bits.push(`call=${trunc(ev.toolCallId, 12)}`, `name=${ev.toolCallName}`, `parent=${ev.parentMessageId === undefined ? '-' : trunc(ev.parentMessageId, 12)}`);
+      break;
+    case 'TOOL_CALL_ARGS':
+      bits.push(`call=${trunc(ev.toolCallId, 12)}`, JSON.stringify(trunc(ev.delta, 40)));
+      break;
+    case 'TOOL_CALL_END':
+      bits.push(`call=${trunc(ev.toolCallId, 12)}`);
+      break;
+    case 'TOOL_CALL_RESULT':
+      bits.push(`call=${trunc(ev.toolCallId, 12)}`, `msg=${trunc(ev.messageId, 12)}`, JSON.stringify(trunc(typeof ev.content === 'string' ? ev.content : JSON.stringify(ev.content), 40)));
+      break;
+    default: {
+      const rest = { ...ev };
+      delete rest.type;
+      delete rest.timestamp;
+      bits.push(trunc(JSON.stringify(rest), 80));
+    }
+  }
+  return bits.join(' ');
+}
+
+// ---------------------------------------------------------------------------
+// Running one agent run with full capture
+
+// Route console.warn / console.error into the current run's capture.
+let activeCapture = null;
+const realWarn = console.warn;
+const realError = console.error;
+console.warn = (...args) => {
+  if (activeCapture) activeCapture.push(`console.warn: ${args.map(errText).join(' ')}`);
+  else realWarn(...args);
+};
+console.error = (...args) => {
+  if (activeCapture) activeCapture.push(`console.error: ${args.map(errText).join(' ')}`);
+  else realError(...args);
+};
+
+function makeAgent(client, threadId, initialMessages, trace) {
+  // Wrap fetch to capture the exact request body and tee the raw response.
+  const fetchWrapper = async (url, init) => {
+    const rec = { url: String(url), request: undefined, status: undefined, contentType: undefined, rawText: undefined };
+    trace.http.push(rec);
+    try {
+      rec.request = JSON.parse(init.body);
+    } catch {
+      rec.request = init.body;
+    }
+    const res = await fetch(url, init);
+    rec.status = res.status;
+    rec.contentType = res.headers.get('content-type');
+    if (!res.body) return res;
+    const [forClient, forUs] = res.body.tee();
+    rec.rawPromise = new Response(forUs).text().then(
+      (t) => {
+        rec.rawText = t;
+      },
+      (e) => {
+        rec.rawError = errText(e);
+      },
+    );
+    return new Response(forClient, { status: res.status, statusText: res.statusText, headers: res.headers });
+  };
+  return new client.HttpAgent({
+    url: trace.url,
+    threadId,
+    initialMessages,
+    fetch: fetchWrapper,
+  });
+}
+
+/**
+ * Runs agent.runAgent once and returns a record of everything observed.
+ * Never throws; problems are collected in run.problems.
+ */
+async function doRun(agent, trace, params, label) {
+  const run = {
+    label,
+    events: [],
+    problems: [],
+    captured: [],
+    finished: undefined,
+    threadId: agent.threadId,
+    runId: randomUUID(),
+  };
+  trace.runs.push(run);
+  const httpBefore = trace.http.length;
+  const subscriber = {
+    onEvent: ({ event }) => {
+      run.events.push(structuredClone(event));
+    },
+    onRunErrorEvent: ({ event }) => {
+      run.problems.push(`onRunErrorEvent: ${JSON.stringify(event.message)} code=${event.code}`);
+    },
+    onRunFailed: ({ error }) => {
+      run.problems.push(`onRunFailed: ${errText(error)}`);
+    },
+    onRunFinishedEvent: (e) => {
+      run.finished = { outcome: e.outcome, pendingToolCallIds: e.pendingToolCallIds };
+    },
+  };
+  const abortController = new AbortController();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    abortController.abort();
+  }, TIMEOUT_MS);
+  activeCapture = run.captured;
+  try {
+    run.result = await agent.runAgent({ runId: run.runId, abortController, ...params }, subscriber);
+  } catch (e) {
+    run.problems.push(`runAgent threw: ${errText(e)}`);
+  } finally {
+    clearTimeout(timer);
+    // Let fire-and-forget subscriber notifications drain before un-capturing.
+    await new Promise((r) => setTimeout(r, 20));
+    activeCapture = null;
+  }
+  if (timedOut) run.problems.push(`run timed out after ${TIMEOUT_MS} ms`);
+  for (const c of run.captured) run.problems.push(c);
+
+  // Wire-level checks.
+  const http = trace.http.slice(httpBefore);
+  if (http.length !== 1) {
+    run.problems.push(`expected exactly 1 HTTP request for the run, saw ${http.length}`);
+  }
+  const rec = http[0];
+  if (rec) {
+    run.http = rec;
+    if (rec.rawPromise) await Promise.race([rec.rawPromise, new Promise((r) => setTimeout(r, 2000))]);
+    if (rec.status !== 200) run.problems.push(`HTTP status ${rec.status}`);
+    if (!/^text\/event-stream\b/i.test(rec.contentType || '')) {
+      run.problems.push(`content-type is ${JSON.stringify(rec.contentType)}, expected text/event-stream`);
+    }
+    if (rec.rawError) run.problems.push(`reading raw body failed: ${rec.rawError}`);
+    if (typeof rec.rawText === 'string') {
+      const { events, problems } = parseSse(rec.rawText);
+      run.wire = events;
+      run.problems.push(...problems);
+      run.problems.push(...checkEventList(events, 'wire', run));
+    } else if (!rec.rawError) {
+      run.problems.push('raw body was not captured');
+    }
+  }
+  // Subscriber-level checks (what the client actually delivered).
+  run.problems.push(...checkEventList(run.events, 'client', run));
+  return run;
+}
+
+function printTrace(trace) {
+  const out = [];
+  for (const run of trace.runs) {
+    const req = run.http?.request;
+    const pv = req && typeof req === 'object' ? req.protocolVersion : undefined;
+    out.push(`    -- ${run.label} (request protocolVersion=${pv === undefined ? '<absent>' : JSON.stringify(pv)}, ${run.events.length} client events, ${run.wire ? run.wire.length : '?'} wire frames)`);
+    const evs = run.wire ?? run.events;
+    evs.forEach((ev, i) => out.push(`       ${String(i).padStart(2)} ${describeEvent(ev)}`));
+    if (run.wire && run.wire.length !== run.events.length) {
+      out.push('       client view:');
+      run.events.forEach((ev, i) => out.push(`       ${String(i).padStart(2)} ${describeEvent(ev)}`));
+    }
+    for (const p of run.problems) out.push(`       ! ${trunc(p, 400)}`);
+  }
+  if (trace.messages) {
+    out.push('    -- agent.messages after the scenario:');
+    for (const m of trace.messages) {
+      const tc = m.toolCalls?.length ? ` toolCalls=${JSON.stringify(m.toolCalls.map((t) => [t.id, t.function?.name, t.function?.arguments]))}` : '';
+      const tcid = m.toolCallId ? ` toolCallId=${m.toolCallId}` : '';
+      out.push(`       ${m.role} id=${trunc(m.id, 12)}${tcid}${tc} content=${m.content === undefined ? '<absent>' : JSON.stringify(trunc(typeof m.content === 'string' ? m.content : JSON.stringify(m.content), 60))}`);
+    }
+  }
+  console.log(out.join('\n'));
+}
+
+// ---------------------------------------------------------------------------
+// Shared assertions
+
+function assertRunClean(run) {
+  if (run.problems.length > 0) {
+    const more = run.problems.length > 1 ? ` (+${run.problems.length - 1} more)` : '';
+    throw new ScenarioFailure(`${run.label}: ${trunc(run.problems[0], 300)}${more}`);
+  }
+}
+
+function finishedEvent(run) {
+  const evs = run.wire ?? run.events;
+  return evs.filter((e) => e.type === 'RUN_FINISHED').pop();
+}
+
+// Outcome negotiation: 0.0.58 sends no protocolVersion and must get no
+// `outcome`; 1.0.0 may get one, and it must be a success listing exactly the
+// frontend tool calls left pending (none unless given).
+function assertOutcome(client, run, pendingIds = []) {
+  const fin = finishedEvent(run);
+  check(fin, `${run.label}: no RUN_FINISHED`);
+  if (!client.modern) {
+    check(!('outcome' in fin), `${run.label}: RUN_FINISHED carries an outcome (${JSON.stringify(fin.outcome)}) for a 0.0.58 client`);
+    return;
+  }
+  if (!('outcome' in fin)) return;
+  const expected = pendingIds.length > 0 ? { type: 'success', pendingToolCallIds: pendingIds } : { type: 'success' };
+  const ok =
+    deepEqual(fin.outcome, expected) ||
+    (pendingIds.length === 0 && deepEqual(fin.outcome, { type: 'success', pendingToolCallIds: [] }));
+  check(ok, `${run.label}: RUN_FINISHED.outcome ${JSON.stringify(fin.outcome)}, expected ${JSON.stringify(expected)}`);
+}
+
+// Every TOOL_CALL_START's parentMessageId must name an assistant message in
+// agent.messages that carries that tool call, and if the same turn streamed
+// text before the call, it must be that text message.
+function assertToolCallParents(run, messages, { required }) {
+  let lastTextId;
+  for (const ev of run.events) {
+    if (ev.type === 'TEXT_MESSAGE_START') lastTextId = ev.messageId;
+    if (ev.type === 'TOOL_CALL_RESULT') lastTextId = undefined;
+    if (ev.type !== 'TOOL_CALL_START') continue;
+    if (ev.parentMessageId === undefined) {
+      check(!required, `${run.label}: TOOL_CALL_START for ${ev.toolCallName} has no parentMessageId`);
+      continue;
+    }
+    const parent = messages.find((m) => m.id === ev.parentMessageId);
+    check(parent, `${run.label}: parentMessageId ${ev.parentMessageId} of tool call ${ev.toolCallId} is not a message in agent.messages`);
+    check(parent.role === 'assistant', `${run.label}: parentMessageId ${ev.parentMessageId} names a ${parent.role} message`);
+    check(
+      parent.toolCalls?.some((t) => t.id === ev.toolCallId),
+      `${run.label}: assistant message ${ev.parentMessageId} does not hold tool call ${ev.toolCallId}`,
+    );
+    if (lastTextId !== undefined) {
+      check(
+        lastTextId === ev.parentMessageId,
+        `${run.label}: tool call ${ev.toolCallId} has parentMessageId ${ev.parentMessageId} but the turn's text message is ${lastTextId}`,
+      );
+    }
+  }
+}
+
+function eventsOfType(run, type) {
+  return run.events.filter((e) => e.type === type);
+}
+
+function userMessage(content) {
+  return { id: randomUUID(), role: 'user', content };
+}
+
+// ---------------------------------------------------------------------------
+// Scenarios
+
+const SCENARIOS = [
+  {
+    name: 'chat',
+    async run(client, ctx) {
+      const user = userMessage('hello');
+      const agent = ctx.agent([user]);
+      const run = await doRun(agent, ctx.trace, { tools: [] }, 'run 1');
+      const messages = (ctx.trace.messages = agent.messages);
+      assertRunClean(run);
+      assertOutcome(client, run);
+      check(eventsOfType(run, 'TEXT_MESSAGE_CONTENT').length > 0, 'no TEXT_MESSAGE_CONTENT streamed');
+      check(eventsOfType(run, 'TOOL_CALL_START').length === 0, 'unexpected tool call in a plain chat');
+      check(messages.some((m) => m.id === user.id && m.role === 'user' && m.content === 'hello'), 'user message missing from agent.messages');
+      const assistants = messages.filter((m) => m.role === 'assistant');
+      check(assistants.length === 1, `expected 1 assistant message, found ${assistants.length}`);
+      check(isNonEmptyString(assistants[0].content), `assistant content is ${JSON.stringify(assistants[0].content)}`);
+      check(messages.length === 2, `expected 2 messages (user, assistant), found ${messages.length}`);
+    },
+  },
+  {
+    name: 'frontend-tool',
+    async run(client, ctx) {
+      const user = userMessage('please change the background to blue');
+      const agent = ctx.agent([user]);
+      const tools = [CHANGE_BACKGROUND_TOOL];
+
+      const run1 = await doRun(agent, ctx.trace, { tools }, 'run 1');
+      ctx.trace.messages = agent.messages;
+      assertRunClean(run1);
+      check(eventsOfType(run1, 'TOOL_CALL_RESULT').length === 0, 'run 1: frontend tool got a TOOL_CALL_RESULT from the server');
+      const starts = eventsOfType(run1, 'TOOL_CALL_START');
+      check(starts.length === 1, `run 1: expected 1 TOOL_CALL_START, saw ${starts.length}`);
+      const last = agent.messages[agent.messages.length - 1];
+      check(last?.role === 'assistant', `run 1: last message is ${last?.role}, expected assistant`);
+      check(Array.isArray(last.toolCalls) && last.toolCalls.length === 1, `run 1: last message has ${last.toolCalls?.length ?? 0} tool calls, expected 1`);
+      const call = last.toolCalls[0];
+      check(call.type === 'function', `run 1: tool call type ${JSON.stringify(call.type)}`);
+      check(call.function.name === 'change_background', `run 1: tool call name ${JSON.stringify(call.function.name)}`);
+      let args;
+      try {
+        args = JSON.parse(call.function.arguments);
+      } catch {
+        throw new ScenarioFailure(`run 1: tool call arguments are not JSON: ${JSON.stringify(call.function.arguments)}`);
+      }
+      check(args?.background === 'blue', `run 1: arguments ${call.function.arguments}, expected background "blue"`);
+      check(starts[0].toolCallId === call.id, 'run 1: TOOL_CALL_START id differs from the message tool call id');
+      check(!agent.messages.some((m) => m.role === 'tool'), 'run 1: a tool message appeared for a frontend tool');
+      assertToolCallParents(run1, agent.messages, { required: false });
+      assertOutcome(client, run1, [call.id]);
+
+      // Answer the frontend tool call and continue the thread.
+      const toolMsg = { id: randomUUID(), role: 'tool', toolCallId: call.id, content: 'background changed to blue' };
+      if (typeof agent.addMessage === 'function') agent.addMessage(toolMsg);
+      else agent.messages.push(toolMsg);
+      const before = new Set(agent.messages.map((m) => m.id));
+
+      const run2 = await doRun(agent, ctx.trace, { tools }, 'run 2');
+      ctx.trace.messages = agent.messages;
+      assertRunClean(run2);
+      const sent = run2.http?.request?.messages ?? [];
+      check(sent.some((m) => m.role === 'tool' && m.toolCallId === call.id), 'run 2: client did not send the tool message (harness problem)');
+      check(eventsOfType(run2, 'TOOL_CALL_START').length === 0, 'run 2: unexpected new tool call');
+      check(eventsOfType(run2, 'TEXT_MESSAGE_CONTENT').length > 0, 'run 2: no TEXT_MESSAGE_CONTENT streamed');
+      const fresh = agent.messages.filter((m) => !before.has(m.id));
+      check(!fresh.some((m) => m.toolCalls?.length), 'run 2: a new message carries tool calls');
+      const replies = fresh.filter((m) => m.role === 'assistant');
+      check(replies.length === 1, `run 2: expected 1 new assistant message, found ${replies.length}`);
+      check(isNonEmptyString(replies[0].content), `run 2: assistant content is ${JSON.stringify(replies[0].content)}`);
+      check(agent.messages[agent.messages.length - 1] === replies[0], 'run 2: the reply is not the last message');
+      assertOutcome(client, run2);
+    },
+  },
+  {
+    name: 'backend-tool',
+    async run(client, ctx) {
+      const user = userMessage('calculate 6*7');
+      const agent = ctx.agent([user]);
+      const run = await doRun(agent, ctx.trace, { tools: [] }, 'run 1');
+      const messages = (ctx.trace.messages = agent.messages);
+      assertRunClean(run);
+      assertOutcome(client, run);
+
+      // Event-level shape: START/ARGS/END for calculator, RESULT with 42, then text.
+      const evs = run.events;
+      const iStart = evs.findIndex((e) => e.type === 'TOOL_CALL_START' && e.toolCallName === 'calculator');
+      check(iStart !== -1, 'no TOOL_CALL_START for calculator');
+      const callId = evs[iStart].toolCallId;
+      const iArgs = evs.findIndex((e) => e.type === 'TOOL_CALL_ARGS' && e.toolCallId === callId);
+      const iEnd = evs.findIndex((e) => e.type === 'TOOL_CALL_END' && e.toolCallId === callId);
+      const iResult = evs.findIndex((e) => e.type === 'TOOL_CALL_RESULT' && e.toolCallId === callId);
+      check(iArgs > iStart, 'no TOOL_CALL_ARGS after TOOL_CALL_START');
+      check(iEnd > iArgs, 'no TOOL_CALL_END after TOOL_CALL_ARGS');
+      check(iResult > iEnd, 'no TOOL_CALL_RESULT after TOOL_CALL_END');
+      const resultContent = evs[iResult].content;
+      check(typeof resultContent === 'string' && resultContent.includes('42'), `TOOL_CALL_RESULT content ${JSON.stringify(resultContent)} lacks "42"`);
+      const iText = evs.findIndex((e, i) => i > iResult && e.type === 'TEXT_MESSAGE_CONTENT');
+      check(iText !== -1, 'no assistant text after the TOOL_CALL_RESULT');
+      check(eventsOfType(run, 'TOOL_CALL_START').length === 1, `expected 1 tool call, saw ${eventsOfType(run, 'TOOL_CALL_START').length}`);
+
+      // Message-level shape.
+      const iCallMsg = messages.findIndex((m) => m.role === 'assistant' && m.toolCalls?.some((t) => t.id === callId));
+      check(iCallMsg !== -1, 'no assistant message holds the calculator tool call');
+      const tc = messages[iCallMsg].toolCalls.find((t) => t.id === callId);
+      check(tc.function.name === 'calculator', `tool call name ${JSON.stringify(tc.function.name)}`);
+      try {
+        JSON.parse(tc.function.arguments);
+      } catch {
+        throw new ScenarioFailure(`calculator arguments are not JSON: ${JSON.stringify(tc.function.arguments)}`);
+      }
+      const iTool = messages.findIndex((m) => m.role === 'tool' && m.toolCallId === callId);
+      check(iTool !== -1, 'no tool message answers the calculator call');
+      check(iTool > iCallMsg, 'tool message precedes the assistant tool-call message');
+      check(typeof messages[iTool].content === 'string' && messages[iTool].content.includes('42'), `tool message content ${JSON.stringify(messages[iTool].content)} lacks "42"`);
+      const last = messages[messages.length - 1];
+      check(last.role === 'assistant' && isNonEmptyString(last.content), `last message is ${last.role} with content ${JSON.stringify(last.content)}, expected a non-empty assistant reply`);
+      check(messages.indexOf(last) > iTool, 'final assistant reply does not follow the tool message');
+      check(!last.toolCalls?.length, 'final assistant reply carries tool calls');
+
+      // The tool call must hang off the turn's assistant message.
+      check(evs[iStart].parentMessageId !== undefined, 'TOOL_CALL_START has no parentMessageId');
+      check(
+        messages.some((m) => m.role === 'assistant' && m.id === evs[iStart].parentMessageId),
+        `parentMessageId ${evs[iStart].parentMessageId} is not an assistant message in agent.messages`,
+      );
+      check(messages[iCallMsg].id === evs[iStart].parentMessageId, 'tool call is attached to a message other than its parentMessageId');
+      assertToolCallParents(run, messages, { required: true });
+    },
+  },
+];
+
+// ---------------------------------------------------------------------------
+
+async function main() {
+  const baseUrl = process.argv[2];
+  if (!baseUrl || !/^https?:\/\//.test(baseUrl)) {
+    console.log('usage: node run.mjs <baseUrl>   e.g. node run.mjs http://127.0.0.1:41234');
+    process.exitCode = 1;
+    return;
+  }
+  const url = `${baseUrl.replace(/\/+$/, '')}/agents/demo/agui`;
+  let passed = 0;
+  let failed = 0;
+  for (const client of CLIENTS) {
+    const installed = installedVersion(client.pkg);
+    for (const scenario of SCENARIOS) {
+      const trace = { url, runs: [], http: [], messages: undefined };
+      const ctx = {
+        trace,
+        agent: (initialMessages) => makeAgent(client, randomUUID(), initialMessages, trace),
+      };
+      let failure;
+      if (installed !== client.version) {
+        failure = `installed ${client.pkg} is ${installed}, expected ${client.version} (run npm ci)`;
+      } else {
+        try {
+          await scenario.run(client, ctx);
+        } catch (e) {
+          failure = e instanceof ScenarioFailure ? e.message : `harness error: ${errText(e)}`;
+          if (!(e instanceof ScenarioFailure) && e?.stack) trace.harnessStack = e.stack;
+        }
+      }
+      if (failure === undefined) {
+        passed++;
+        console.log(`PASS ${client.version} ${scenario.name}`);
+        if (VERBOSE) printTrace(trace);
+      } else {
+        failed++;
+        console.log(`FAIL ${client.version} ${scenario.name}: ${failure}`);
+        printTrace(trace);
+        if (trace.harnessStack) console.log(trace.harnessStack.replace(/^/gm, '    '));
+      }
+    }
+  }
+  console.log(`${passed} passed, ${failed} failed`);
+  process.exitCode = failed === 0 ? 0 : 1;
+}
+
+main().catch((e) => {
+  realError(e);
+  console.log('0 passed, 1 failed');
+  process.exitCode = 1;
+});

@@ -1,0 +1,106 @@
+//! Agents: a model, a system prompt and backend tools, built from config; and the loops that
+//! run them.
+
+pub mod react;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::{AgentConfig, ProviderConfig, ToolConfig};
+use crate::model::openai::{OpenAiProvider, OpenAiSettings};
+use crate::model::scripted::ScriptedProvider;
+use crate::model::{InferenceParams, Provider};
+use crate::tools::builtin::Calculator;
+use crate::tools::http::HttpTool;
+use crate::tools::{Registry, Tool};
+
+/// A runnable agent.
+pub struct Agent {
+    /// URL-safe id.
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// Its own system prompt, sent before anything the client adds.
+    pub system_prompt: Option<String>,
+    /// Bound on model calls per run.
+    pub max_iterations: u32,
+    /// The model.
+    pub provider: Arc<dyn Provider>,
+    /// Sampling defaults for every call.
+    pub params: InferenceParams,
+    /// Backend tools.
+    pub tools: Registry,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("id", &self.id)
+            .field("provider", &self.provider.name())
+            .field("model", &self.provider.model_id())
+            .field("tools", &self.tools)
+            .finish()
+    }
+}
+
+impl Agent {
+    /// Builds an agent from resolved config, sharing `client` for all HTTP traffic.
+    pub fn build(cfg: &AgentConfig, client: &reqwest::Client) -> Result<Self, String> {
+        let provider: Arc<dyn Provider> = match &cfg.model.provider {
+            ProviderConfig::OpenAi {
+                base_url,
+                api_key,
+                headers,
+            } => Arc::new(OpenAiProvider::new(
+                client.clone(),
+                OpenAiSettings {
+                    base_url: base_url.clone(),
+                    model_id: cfg.model.model_id.clone(),
+                    api_key: api_key.clone(),
+                    headers: headers.clone(),
+                    idle_timeout: Duration::from_secs(cfg.model.idle_timeout_secs),
+                },
+            )),
+            ProviderConfig::Scripted { fixture } => Arc::new(ScriptedProvider::new(
+                fixture.clone(),
+                cfg.model.model_id.clone(),
+            )),
+        };
+        let mut tools = Registry::default();
+        for t in &cfg.tools {
+            let tool: Arc<dyn Tool> = match t {
+                ToolConfig::Http {
+                    spec,
+                    url,
+                    method,
+                    headers,
+                    timeout_secs,
+                } => Arc::new(HttpTool::new(
+                    spec.clone(),
+                    client.clone(),
+                    url.clone(),
+                    *method,
+                    headers.clone(),
+                    Duration::from_secs(*timeout_secs),
+                )),
+                ToolConfig::Builtin { name, kind } => match kind.as_str() {
+                    "calculator" => Arc::new(Calculator::new(name)),
+                    other => return Err(format!("unknown built-in tool {other:?}")),
+                },
+            };
+            tools.insert(tool)?;
+        }
+        Ok(Self {
+            id: cfg.id.clone(),
+            name: cfg.name.clone(),
+            description: cfg.description.clone(),
+            system_prompt: cfg.system_prompt.clone(),
+            max_iterations: cfg.max_iterations,
+            provider,
+            params: cfg.model.params.clone(),
+            tools,
+        })
+    }
+}

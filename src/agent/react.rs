@@ -1,0 +1,593 @@
+//! The hybrid ReAct loop. Frontend tools are the request's `tools`; backend tools are the
+//! agent's. Each model turn streams as AG-UI events; backend calls of a turn run concurrently
+//! and the loop continues; any frontend call ends the run, leaving that call for the browser,
+//! whose next run on the thread carries the result.
+
+use std::collections::HashSet;
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::Agent;
+use crate::conversation::from_agui::{self, context_prompt};
+use crate::conversation::{ContentBlock, Message, Role, ToolResultBlock, ToolSpec};
+use crate::model::{ModelError, ModelEvent, ModelRequest, StopReason, Usage};
+use crate::protocol::events::{EncryptedSubtype, Event, Outcome, TokenUsage, ToolResultContent};
+use crate::protocol::input::RunAgentInput;
+use crate::protocol::verify::Violation;
+use crate::runs::{EmitError, Emitter};
+use crate::tools::{ToolContext, ToolOutput};
+
+/// Why a run stopped early.
+#[derive(Debug)]
+enum Halt {
+    Disconnected,
+    Cancelled,
+    Model(ModelError),
+    Violation(Violation),
+}
+
+impl From<EmitError> for Halt {
+    fn from(e: EmitError) -> Self {
+        match e {
+            EmitError::Disconnected => Halt::Disconnected,
+            EmitError::Violation(v) => Halt::Violation(v),
+        }
+    }
+}
+
+/// A fresh id for messages the gateway creates.
+pub fn new_id(prefix: &str) -> String {
+    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Runs `agent` on `input`, streaming through `emitter` until the run ends one way or another.
+/// Every path ends the stream with `RUN_FINISHED` or `RUN_ERROR` (unless the client is gone).
+pub async fn run(
+    agent: &Agent,
+    input: &RunAgentInput,
+    emitter: &mut Emitter,
+    cancel: CancellationToken,
+) {
+    let mut run = Run {
+        agent,
+        input,
+        emitter,
+        cancel,
+        used_call_ids: HashSet::new(),
+        usage: Usage::default(),
+        model_calls: 0,
+    };
+    match run.drive().await {
+        Ok(()) => {}
+        Err(Halt::Disconnected) => {
+            tracing::info!(thread = %input.thread_id, run = %input.run_id, "client disconnected")
+        }
+        Err(Halt::Cancelled) => {
+            tracing::info!(thread = %input.thread_id, run = %input.run_id, "run cancelled");
+            run.emitter
+                .fail("CANCELLED", "The run was cancelled.")
+                .await;
+        }
+        Err(Halt::Model(e)) => {
+            tracing::warn!(thread = %input.thread_id, run = %input.run_id, error = %e, "model call failed");
+            run.emitter.fail(e.code(), e.to_string()).await;
+        }
+        Err(Halt::Violation(v)) => {
+            tracing::error!(thread = %input.thread_id, run = %input.run_id, violation = %v, "run stopped by the verifier");
+            run.emitter
+                .fail(
+                    "INTERNAL_ERROR",
+                    "The gateway produced an invalid event sequence and stopped the run.",
+                )
+                .await;
+        }
+    }
+}
+
+struct Run<'a> {
+    agent: &'a Agent,
+    input: &'a RunAgentInput,
+    emitter: &'a mut Emitter,
+    cancel: CancellationToken,
+    /// Tool-call ids already used in this thread: a provider that repeats ids (`call_0` every
+    /// turn) would otherwise make the client attach new calls to old messages.
+    used_call_ids: HashSet<String>,
+    usage: Usage,
+    model_calls: u32,
+}
+
+/// One tool call of a model turn.
+#[derive(Debug)]
+struct Call {
+    /// The id the provider used (its deltas refer to it).
+    provider_id: String,
+    /// The id on the wire and in history (unique in the thread).
+    id: String,
+    name: String,
+    args: String,
+    ended: bool,
+}
+
+/// What one model turn produced.
+#[derive(Debug)]
+struct Turn {
+    blocks: Vec<ContentBlock>,
+    calls: Vec<Call>,
+    stop: Option<StopReason>,
+}
+
+struct OpenReasoning {
+    span_id: String,
+    message_id: String,
+    text: String,
+    signature: Option<String>,
+}
+
+impl Run<'_> {
+    async fn drive(&mut self) -> Result<(), Halt> {
+        let input = self.input;
+        self.emitter
+            .emit(Event::RunStarted {
+                thread_id: input.thread_id.clone(),
+                run_id: input.run_id.clone(),
+                parent_run_id: input.parent_run_id.clone(),
+                protocol_version: if self.emitter.is_v1() {
+                    input.protocol_version.clone()
+                } else {
+                    None
+                },
+                input: None,
+            })
+            .await?;
+        let converted = from_agui::convert(&input.messages);
+        self.used_call_ids
+            .extend(converted.tool_call_ids.iter().cloned());
+        self.emitter
+            .know_tool_calls(converted.tool_call_ids.iter().cloned());
+        let mut notices = converted.notices;
+        if !input.resume.is_empty() {
+            notices.push("resume entries were ignored: this agent raised no interrupts".into());
+        }
+        if !notices.is_empty() {
+            self.emitter
+                .emit(Event::Custom {
+                    name: "input_notices".into(),
+                    value: json!(notices),
+                })
+                .await?;
+        }
+        let mut messages = converted.conversation.messages;
+        if messages.is_empty() {
+            // Nothing to answer (a client fetching initial state): an empty, successful run.
+            return self.finish(Vec::new()).await;
+        }
+        let mut system = Vec::new();
+        system.extend(self.agent.system_prompt.clone());
+        system.extend(converted.conversation.system);
+        system.extend(context_prompt(&input.context));
+        let frontend: Vec<ToolSpec> = input
+            .tools
+            .iter()
+            .map(|t| ToolSpec {
+                name: t.name.clone(),
+                description: t.description.clone(),
+                input_schema: t
+                    .parameters
+                    .clone()
+                    .filter(Value::is_object)
+                    .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+            })
+            .collect();
+        let mut tools = self.agent.tools.specs();
+        tools.extend(frontend.iter().cloned());
+
+        for _ in 0..self.agent.max_iterations {
+            let request = ModelRequest {
+                system: system.clone(),
+                messages: messages.clone(),
+                tools: tools.clone(),
+                params: self.agent.params.clone(),
+            };
+            let turn = self.model_turn(request).await?;
+            if let Some(reason) = &turn.stop
+                && !matches!(
+                    reason,
+                    StopReason::EndTurn | StopReason::ToolUse | StopReason::StopSequence
+                )
+            {
+                let reason = match reason {
+                    StopReason::MaxTokens => "max_tokens".to_string(),
+                    StopReason::ContentFiltered => "content_filtered".to_string(),
+                    StopReason::Other(o) => o.clone(),
+                    _ => String::new(),
+                };
+                self.emitter
+                    .emit(Event::Custom {
+                        name: "model_stop".into(),
+                        value: json!({ "reason": reason }),
+                    })
+                    .await?;
+            }
+            let mut blocks = turn.blocks;
+            for c in &turn.calls {
+                blocks.push(ContentBlock::ToolUse {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                    input: args_value(&c.args),
+                    signature: None,
+                });
+            }
+            if !blocks.is_empty() {
+                messages.push(Message {
+                    role: Role::Assistant,
+                    content: blocks,
+                });
+            }
+            if turn.calls.is_empty() {
+                return self.finish(Vec::new()).await;
+            }
+            let (backend, frontend_calls): (Vec<&Call>, Vec<&Call>) = turn
+                .calls
+                .iter()
+                .partition(|c| !frontend.iter().any(|f| f.name == c.name));
+            let results = self.run_backend(&backend).await?;
+            if !results.is_empty() {
+                messages.push(Message {
+                    role: Role::User,
+                    content: results,
+                });
+            }
+            if !frontend_calls.is_empty() {
+                return self
+                    .finish(frontend_calls.iter().map(|c| c.id.clone()).collect())
+                    .await;
+            }
+        }
+        let limit = self.agent.max_iterations;
+        self.emitter
+            .emit(Event::Custom {
+                name: "max_iterations_reached".into(),
+                value: json!({ "maxIterations": limit }),
+            })
+            .await?;
+        let id = new_id("msg");
+        self.emitter
+            .emit(Event::TextMessageStart {
+                message_id: id.clone(),
+                role: Some("assistant".into()),
+                name: None,
+            })
+            .await?;
+        self.emitter
+            .emit(Event::TextMessageContent {
+                message_id: id.clone(),
+                delta: format!(
+                    "I stopped here: this run reached its limit of {limit} model calls (max_iterations) before I could finish. Ask me to continue if you need more."
+                ),
+            })
+            .await?;
+        self.emitter
+            .emit(Event::TextMessageEnd { message_id: id })
+            .await?;
+        self.finish(Vec::new()).await
+    }
+
+    async fn finish(&mut self, pending: Vec<String>) -> Result<(), Halt> {
+        let v1 = self.emitter.is_v1();
+        let outcome = (v1 && !pending.is_empty()).then(|| Outcome::Success {
+            pending_tool_call_ids: Some(pending),
+        });
+        let usage = (v1 && self.model_calls > 0).then(|| vec![self.token_usage()]);
+        self.emitter
+            .emit(Event::RunFinished {
+                thread_id: self.input.thread_id.clone(),
+                run_id: self.input.run_id.clone(),
+                result: None,
+                outcome,
+                usage,
+            })
+            .await?;
+        Ok(())
+    }
+
+    fn token_usage(&self) -> TokenUsage {
+        let u = &self.usage;
+        TokenUsage {
+            provider: Some(self.agent.provider.name().to_string()),
+            model: Some(self.agent.provider.model_id().to_string()),
+            input_tokens: Some(u.input_tokens),
+            output_tokens: Some(u.output_tokens),
+            total_tokens: Some(u.input_tokens + u.output_tokens),
+            reasoning_tokens: u.reasoning_tokens,
+            cached_input_tokens: u.cached_input_tokens,
+            cache_write_input_tokens: u.cache_write_input_tokens,
+        }
+    }
+
+    fn assign_call_id(&mut self, provider_id: &str) -> String {
+        let mut id = provider_id.to_string();
+        let mut n = 1;
+        while id.is_empty() || self.used_call_ids.contains(&id) {
+            n += 1;
+            id = format!("{provider_id}_{n}");
+        }
+        self.used_call_ids.insert(id.clone());
+        id
+    }
+
+    /// Streams one model call as AG-UI events and collects what it said.
+    async fn model_turn(&mut self, request: ModelRequest) -> Result<Turn, Halt> {
+        self.model_calls += 1;
+        let message_id = new_id("msg");
+        let mut text = String::new();
+        let mut text_open = false;
+        let mut reasoning: Option<OpenReasoning> = None;
+        let mut blocks = Vec::new();
+        let mut calls: Vec<Call> = Vec::new();
+        let mut stop = None;
+        let mut stream = self.agent.provider.stream(request);
+        loop {
+            let next = tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => return Err(Halt::Cancelled),
+                n = stream.next() => n,
+            };
+            let Some(item) = next else { break };
+            match item.map_err(Halt::Model)? {
+                ModelEvent::ReasoningDelta(delta) => {
+                    if delta.is_empty() {
+                        continue;
+                    }
+                    let r = self.open_reasoning(&mut reasoning).await?;
+                    r.text.push_str(&delta);
+                    let message_id = r.message_id.clone();
+                    self.emitter
+                        .emit(Event::ReasoningMessageContent { message_id, delta })
+                        .await?;
+                }
+                ModelEvent::ReasoningSignature(sig) => {
+                    self.open_reasoning(&mut reasoning).await?.signature = Some(sig);
+                }
+                ModelEvent::RedactedReasoning(data) => {
+                    // A redacted block is its own reasoning message carrying only the payload.
+                    self.close_reasoning(&mut reasoning, &mut blocks).await?;
+                    self.open_reasoning(&mut reasoning).await?.signature = Some(data);
+                    self.close_reasoning(&mut reasoning, &mut blocks).await?;
+                }
+                ModelEvent::TextDelta(delta) => {
+                    if delta.is_empty() {
+                        continue;
+                    }
+                    self.close_reasoning(&mut reasoning, &mut blocks).await?;
+                    if !text_open {
+                        text_open = true;
+                        self.emitter
+                            .emit(Event::TextMessageStart {
+                                message_id: message_id.clone(),
+                                role: Some("assistant".into()),
+                                name: None,
+                            })
+                            .await?;
+                    }
+                    text.push_str(&delta);
+                    self.emitter
+                        .emit(Event::TextMessageContent {
+                            message_id: message_id.clone(),
+                            delta,
+                        })
+                        .await?;
+                }
+                ModelEvent::ToolCallStart { id, name } => {
+                    self.close_reasoning(&mut reasoning, &mut blocks).await?;
+                    let wire_id = self.assign_call_id(&id);
+                    self.emitter
+                        .emit(Event::ToolCallStart {
+                            tool_call_id: wire_id.clone(),
+                            tool_call_name: name.clone(),
+                            parent_message_id: Some(message_id.clone()),
+                        })
+                        .await?;
+                    calls.push(Call {
+                        provider_id: id,
+                        id: wire_id,
+                        name,
+                        args: String::new(),
+                        ended: false,
+                    });
+                }
+                ModelEvent::ToolCallDelta { id, delta } => {
+                    let Some(call) = calls.iter_mut().find(|c| c.provider_id == id && !c.ended)
+                    else {
+                        return Err(Halt::Model(ModelError::Protocol(format!(
+                            "arguments for unknown tool call {id}"
+                        ))));
+                    };
+                    if delta.is_empty() {
+                        continue;
+                    }
+                    call.args.push_str(&delta);
+                    let tool_call_id = call.id.clone();
+                    self.emitter
+                        .emit(Event::ToolCallArgs {
+                            tool_call_id,
+                            delta,
+                        })
+                        .await?;
+                }
+                ModelEvent::ToolCallEnd { id } => {
+                    if let Some(i) = calls.iter().position(|c| c.provider_id == id && !c.ended) {
+                        self.end_call(&mut calls[i]).await?;
+                    }
+                }
+                ModelEvent::Usage(u) => self.usage.add(&u),
+                ModelEvent::Stop(reason) => stop = Some(reason),
+            }
+        }
+        self.close_reasoning(&mut reasoning, &mut blocks).await?;
+        if text_open {
+            self.emitter
+                .emit(Event::TextMessageEnd { message_id })
+                .await?;
+        }
+        for call in calls.iter_mut() {
+            self.end_call(call).await?;
+        }
+        if !text.is_empty() {
+            blocks.push(ContentBlock::Text { text });
+        }
+        Ok(Turn {
+            blocks,
+            calls,
+            stop,
+        })
+    }
+
+    async fn end_call(&mut self, call: &mut Call) -> Result<(), Halt> {
+        if call.ended {
+            return Ok(());
+        }
+        call.ended = true;
+        if call.args.trim().is_empty() {
+            // Validators require arguments that parse as JSON; an argument-less call is `{}`.
+            call.args = "{}".into();
+            self.emitter
+                .emit(Event::ToolCallArgs {
+                    tool_call_id: call.id.clone(),
+                    delta: call.args.clone(),
+                })
+                .await?;
+        }
+        self.emitter
+            .emit(Event::ToolCallEnd {
+                tool_call_id: call.id.clone(),
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn open_reasoning<'r>(
+        &mut self,
+        slot: &'r mut Option<OpenReasoning>,
+    ) -> Result<&'r mut OpenReasoning, Halt> {
+        if slot.is_none() {
+            let span_id = new_id("rsn");
+            let message_id = new_id("msg");
+            self.emitter
+                .emit(Event::ReasoningStart {
+                    message_id: span_id.clone(),
+                })
+                .await?;
+            self.emitter
+                .emit(Event::ReasoningMessageStart {
+                    message_id: message_id.clone(),
+                    role: "reasoning".into(),
+                })
+                .await?;
+            *slot = Some(OpenReasoning {
+                span_id,
+                message_id,
+                text: String::new(),
+                signature: None,
+            });
+        }
+        Ok(slot.as_mut().expect("reasoning slot was just filled"))
+    }
+
+    async fn close_reasoning(
+        &mut self,
+        slot: &mut Option<OpenReasoning>,
+        blocks: &mut Vec<ContentBlock>,
+    ) -> Result<(), Halt> {
+        let Some(r) = slot.take() else { return Ok(()) };
+        self.emitter
+            .emit(Event::ReasoningMessageEnd {
+                message_id: r.message_id.clone(),
+            })
+            .await?;
+        if let Some(sig) = &r.signature {
+            self.emitter
+                .emit(Event::ReasoningEncryptedValue {
+                    subtype: EncryptedSubtype::Message,
+                    entity_id: r.message_id.clone(),
+                    encrypted_value: sig.clone(),
+                })
+                .await?;
+        }
+        self.emitter
+            .emit(Event::ReasoningEnd {
+                message_id: r.span_id,
+            })
+            .await?;
+        blocks.push(ContentBlock::Reasoning {
+            text: r.text,
+            signature: r.signature,
+        });
+        Ok(())
+    }
+
+    /// Runs a turn's backend calls concurrently, streaming each result as it completes, and
+    /// returns the result blocks in call order.
+    async fn run_backend(&mut self, calls: &[&Call]) -> Result<Vec<ContentBlock>, Halt> {
+        let agent: &Agent = self.agent;
+        let tools = &agent.tools;
+        let mut pending: FuturesUnordered<_> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let ctx = ToolContext {
+                    thread_id: self.input.thread_id.clone(),
+                    run_id: self.input.run_id.clone(),
+                    tool_call_id: c.id.clone(),
+                    cancel: self.cancel.clone(),
+                };
+                async move { (i, tools.call(&c.name, &c.args, ctx).await) }
+            })
+            .collect();
+        let mut outputs: Vec<Option<ToolOutput>> = vec![None; calls.len()];
+        loop {
+            let next = tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => return Err(Halt::Cancelled),
+                n = pending.next() => n,
+            };
+            let Some((i, out)) = next else { break };
+            if out.is_error {
+                tracing::info!(tool = %calls[i].name, "backend tool returned an error result");
+            }
+            self.emitter
+                .emit(Event::ToolCallResult {
+                    message_id: new_id("msg"),
+                    tool_call_id: calls[i].id.clone(),
+                    content: ToolResultContent::Text(out.text.clone()),
+                    role: Some("tool".into()),
+                })
+                .await?;
+            outputs[i] = Some(out);
+        }
+        Ok(calls
+            .iter()
+            .zip(outputs)
+            .map(|(c, out)| {
+                let out = out.unwrap_or_else(|| ToolOutput::error("Tool call did not complete."));
+                ContentBlock::ToolResult {
+                    tool_use_id: c.id.clone(),
+                    content: vec![ToolResultBlock::Text { text: out.text }],
+                    is_error: out.is_error,
+                }
+            })
+            .collect())
+    }
+}
+
+/// The arguments as the model will see them in history: the JSON object, or the raw text
+/// wrapped so nothing is lost when the model produced invalid JSON.
+fn args_value(args: &str) -> Value {
+    match serde_json::from_str::<Value>(args) {
+        Ok(v @ Value::Object(_)) => v,
+        Ok(other) => json!({ "value": other }),
+        Err(_) => json!({ "raw_arguments": args }),
+    }
+}

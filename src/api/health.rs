@@ -1,0 +1,37 @@
+//! Liveness and discovery: `GET /healthz`, `GET /agents`. Nothing secret is ever listed.
+
+use axum::Json;
+use axum::extract::State;
+use serde_json::{Value, json};
+
+use crate::AppState;
+
+/// `GET /healthz`.
+pub async fn healthz(State(state): State<AppState>) -> Json<Value> {
+    Json(json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+        "agents": state.agents.len(),
+        "activeRuns": state.runs.active_count(),
+    }))
+}
+
+/// `GET /agents`: ids, names, models and tool names.
+pub async fn agents(State(state): State<AppState>) -> Json<Value> {
+    let mut list: Vec<Value> = state
+        .agents
+        .values()
+        .map(|a| {
+            json!({
+                "id": a.id,
+                "name": a.name,
+                "description": a.description,
+                "model": { "provider": a.provider.name(), "modelId": a.provider.model_id() },
+                "tools": a.tools.specs().into_iter().map(|t| t.name).collect::<Vec<_>>(),
+                "endpoint": format!("/agents/{}/agui", a.id),
+            })
+        })
+        .collect();
+    list.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+    Json(json!({ "agents": list }))
+}

@@ -1,0 +1,55 @@
+//! HTTP routers and the one error type they answer with.
+
+pub mod agui;
+pub mod health;
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// An error answered as JSON before any streaming starts. Client faults are not logged as
+/// server errors; server faults are logged and answered without internals.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApiError {
+    /// No such resource.
+    #[error("{0}")]
+    NotFound(String),
+    /// The request is malformed; `field` names what is wrong.
+    #[error("{field}: {message}")]
+    BadRequest {
+        /// The offending field (may be empty for the whole body).
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The body is larger than allowed.
+    #[error("request body too large")]
+    PayloadTooLarge,
+    /// A server fault.
+    #[error("internal error")]
+    Internal(String),
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, kind) = match &self {
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::BadRequest { .. } => (StatusCode::BAD_REQUEST, "invalid_request"),
+            ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            ApiError::Internal(detail) => {
+                tracing::error!(%detail, "internal error");
+                (StatusCode::INTERNAL_SERVER_ERROR, "internal_error")
+            }
+        };
+        let mut error = json!({ "type": kind, "message": self.to_string() });
+        if let ApiError::BadRequest { field, message } = &self {
+            error["field"] = json!(field);
+            if field.is_empty() {
+                error["message"] = json!(message);
+            }
+        }
+        (status, Json(json!({ "error": error }))).into_response()
+    }
+}

@@ -1,0 +1,653 @@
+//! Configuration: a TOML file (or the embedded default) read strictly, then resolved (env vars,
+//! fixture files, URLs) so that every problem stops start-up with the file, the key and the
+//! problem named.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::model::scripted::Fixture;
+
+/// The configuration used when no file is given: a demo agent on the scripted model.
+pub const DEFAULT_CONFIG: &str = include_str!("../config/default.toml");
+/// The scripted demo model's fixture, used when a scripted agent names none.
+pub const DEMO_FIXTURE: &str = include_str!("../fixtures/demo.json");
+const EMBEDDED: &str = "<embedded default config>";
+
+/// A secret value: never printed by `Debug` or `Display`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(Arc<str>);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(s: impl Into<Arc<str>>) -> Self {
+        Self(s.into())
+    }
+
+    /// The secret itself, for the one place that must send it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[REDACTED]")
+    }
+}
+
+/// A configuration problem, naming where it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("config error in {file}: {key}: {problem}")]
+pub struct ConfigError {
+    /// The file (or `<embedded default config>`).
+    pub file: String,
+    /// The key path, e.g. `agents[0].model.provider`.
+    pub key: String,
+    /// What is wrong.
+    pub problem: String,
+}
+
+// ---------------------------------------------------------------- file shape
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    #[serde(default)]
+    listen: Option<String>,
+    #[serde(default)]
+    server: ServerFile,
+    #[serde(default)]
+    agents: Vec<AgentFile>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServerFile {
+    keepalive_secs: Option<u64>,
+    channel_capacity: Option<usize>,
+    max_body_bytes: Option<usize>,
+    model_idle_timeout_secs: Option<u64>,
+    #[serde(default)]
+    cors_origins: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AgentFile {
+    id: String,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    system_prompt: Option<String>,
+    #[serde(default)]
+    max_iterations: Option<u32>,
+    model: ModelFile,
+    #[serde(default)]
+    tools: Vec<ToolFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelFile {
+    provider: String,
+    #[serde(default)]
+    model_id: Option<String>,
+    #[serde(default)]
+    base_url: Option<String>,
+    #[serde(default)]
+    api_key_env: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
+    temperature: Option<f32>,
+    #[serde(default)]
+    top_p: Option<f32>,
+    #[serde(default)]
+    max_tokens: Option<u32>,
+    #[serde(default)]
+    fixture: Option<PathBuf>,
+    #[serde(default)]
+    idle_timeout_secs: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+enum ToolFile {
+    Http {
+        name: String,
+        #[serde(default)]
+        description: Option<String>,
+        url: String,
+        #[serde(default)]
+        method: Option<String>,
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+        #[serde(default)]
+        headers_env: BTreeMap<String, String>,
+        #[serde(default)]
+        parameters: Option<Value>,
+        #[serde(default)]
+        timeout_secs: Option<u64>,
+    },
+    Builtin {
+        name: String,
+        #[serde(default)]
+        kind: Option<String>,
+    },
+}
+
+// ---------------------------------------------------------------- resolved
+
+/// Server-wide settings.
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    /// Seconds of silence after which an SSE keep-alive comment is sent.
+    pub keepalive_secs: u64,
+    /// Events buffered between a run and its HTTP body (backpressure beyond this).
+    pub channel_capacity: usize,
+    /// The largest accepted request body.
+    pub max_body_bytes: usize,
+    /// The longest silence tolerated from a model stream.
+    pub model_idle_timeout_secs: u64,
+    /// Allowed CORS origins (`*` for any).
+    pub cors_origins: Vec<String>,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        Self {
+            keepalive_secs: 15,
+            channel_capacity: 64,
+            max_body_bytes: 32 * 1024 * 1024,
+            model_idle_timeout_secs: 300,
+            cors_origins: vec!["*".into()],
+        }
+    }
+}
+
+/// Which provider an agent uses, with its resolved settings.
+#[derive(Debug, Clone)]
+pub enum ProviderConfig {
+    /// OpenAI-compatible chat completions.
+    OpenAi {
+        /// Base URL (`.../v1`).
+        base_url: String,
+        /// The key, if any.
+        api_key: Option<Secret>,
+        /// Extra headers.
+        headers: Vec<(String, Secret)>,
+    },
+    /// The fixture-driven model.
+    Scripted {
+        /// The parsed fixture.
+        fixture: Fixture,
+    },
+}
+
+/// An agent's model.
+#[derive(Debug, Clone)]
+pub struct ModelConfig {
+    /// Provider and its settings.
+    pub provider: ProviderConfig,
+    /// Model id.
+    pub model_id: String,
+    /// Sampling defaults.
+    pub params: crate::model::InferenceParams,
+    /// Stream idle limit in seconds.
+    pub idle_timeout_secs: u64,
+}
+
+/// A backend tool's configuration.
+#[derive(Debug, Clone)]
+pub enum ToolConfig {
+    /// An HTTP tool.
+    Http {
+        /// Name, description, schema.
+        spec: crate::conversation::ToolSpec,
+        /// Endpoint.
+        url: String,
+        /// `GET` or `POST`.
+        method: crate::tools::http::Method,
+        /// Headers, secrets included.
+        headers: Vec<(String, Secret)>,
+        /// Per-call timeout.
+        timeout_secs: u64,
+    },
+    /// A built-in tool.
+    Builtin {
+        /// The name the model sees.
+        name: String,
+        /// Which built-in.
+        kind: String,
+    },
+}
+
+impl ToolConfig {
+    /// The name the model sees.
+    pub fn name(&self) -> &str {
+        match self {
+            ToolConfig::Http { spec, .. } => &spec.name,
+            ToolConfig::Builtin { name, .. } => name,
+        }
+    }
+}
+
+/// One agent.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// URL-safe id.
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// Its system prompt.
+    pub system_prompt: Option<String>,
+    /// Bound on model calls per run.
+    pub max_iterations: u32,
+    /// Its model.
+    pub model: ModelConfig,
+    /// Its backend tools.
+    pub tools: Vec<ToolConfig>,
+}
+
+/// The resolved configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// Server-wide settings.
+    pub server: ServerSettings,
+    /// The agents.
+    pub agents: Vec<AgentConfig>,
+}
+
+const BUILTINS: &[&str] = &["calculator"];
+
+impl Config {
+    /// Loads `path`, or the embedded default when `None`.
+    pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
+        match path {
+            None => Self::parse(DEFAULT_CONFIG, EMBEDDED, None),
+            Some(p) => {
+                let label = p.display().to_string();
+                let text = std::fs::read_to_string(p).map_err(|e| ConfigError {
+                    file: label.clone(),
+                    key: String::new(),
+                    problem: format!("cannot read the file: {e}"),
+                })?;
+                Self::parse(&text, &label, p.parent())
+            }
+        }
+    }
+
+    /// Parses and resolves config text; `file` labels errors, `dir` anchors relative paths.
+    pub fn parse(text: &str, file: &str, dir: Option<&Path>) -> Result<Self, ConfigError> {
+        Self::parse_with_env(text, file, dir, &|k| std::env::var(k).ok())
+    }
+
+    /// [`Config::parse`] with an explicit environment, for tests.
+    pub fn parse_with_env(
+        text: &str,
+        file: &str,
+        dir: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let err = |key: String, problem: String| ConfigError {
+            file: file.to_string(),
+            key,
+            problem,
+        };
+        let table: toml::Table = toml::from_str(text).map_err(|e| {
+            err(
+                String::new(),
+                format!("invalid TOML: {}", e.to_string().trim()),
+            )
+        })?;
+        let raw: FileConfig = serde_path_to_error::deserialize(toml::Value::Table(table))
+            .map_err(|e| err(e.path().to_string(), e.inner().to_string()))?;
+
+        let listen = raw.listen.as_deref().unwrap_or("127.0.0.1:8080");
+        let listen: SocketAddr = listen.parse().map_err(|_| {
+            err(
+                "listen".into(),
+                format!("{listen:?} is not an address like 127.0.0.1:8080"),
+            )
+        })?;
+        let d = ServerSettings::default();
+        let s = raw.server;
+        let server = ServerSettings {
+            keepalive_secs: s.keepalive_secs.unwrap_or(d.keepalive_secs).max(1),
+            channel_capacity: s.channel_capacity.unwrap_or(d.channel_capacity).max(1),
+            max_body_bytes: s.max_body_bytes.unwrap_or(d.max_body_bytes),
+            model_idle_timeout_secs: s
+                .model_idle_timeout_secs
+                .unwrap_or(d.model_idle_timeout_secs)
+                .max(1),
+            cors_origins: s.cors_origins.unwrap_or(d.cors_origins),
+        };
+
+        let mut agents = Vec::new();
+        let mut ids = std::collections::HashSet::new();
+        for (i, a) in raw.agents.into_iter().enumerate() {
+            let key = |k: &str| format!("agents[{i}].{k}");
+            if !valid_name(&a.id) {
+                return Err(err(
+                    key("id"),
+                    format!("{:?} must be 1-64 letters, digits, '-' or '_'", a.id),
+                ));
+            }
+            if !ids.insert(a.id.clone()) {
+                return Err(err(key("id"), format!("duplicate agent id {:?}", a.id)));
+            }
+            let max_iterations = a.max_iterations.unwrap_or(10);
+            if !(1..=100).contains(&max_iterations) {
+                return Err(err(
+                    key("max_iterations"),
+                    "must be between 1 and 100".into(),
+                ));
+            }
+            let model = resolve_model(a.model, server.model_idle_timeout_secs, dir, env)
+                .map_err(|(k, p)| err(key(&format!("model.{k}")), p))?;
+            let mut tools: Vec<ToolConfig> = Vec::new();
+            for (j, t) in a.tools.into_iter().enumerate() {
+                let tkey = |k: &str| key(&format!("tools[{j}].{k}"));
+                let tool = resolve_tool(t, env).map_err(|(k, p)| err(tkey(&k), p))?;
+                if tools.iter().any(|x| x.name() == tool.name()) {
+                    return Err(err(
+                        tkey("name"),
+                        format!("duplicate tool name {:?}", tool.name()),
+                    ));
+                }
+                tools.push(tool);
+            }
+            agents.push(AgentConfig {
+                name: a.name.unwrap_or_else(|| a.id.clone()),
+                description: a.description.unwrap_or_default(),
+                id: a.id,
+                system_prompt: a.system_prompt.filter(|s| !s.trim().is_empty()),
+                max_iterations,
+                model,
+                tools,
+            });
+        }
+        Ok(Config {
+            listen,
+            server,
+            agents,
+        })
+    }
+}
+
+/// Names the model and URLs see: the OpenAI function-name rule.
+pub fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+fn check_url(u: &str) -> Result<String, String> {
+    let parsed = url::Url::parse(u).map_err(|e| format!("{u:?} is not a valid URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!("{u:?} must be an http or https URL"));
+    }
+    Ok(u.to_string())
+}
+
+fn env_secret(var: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Secret, String> {
+    match env(var) {
+        Some(v) if !v.is_empty() => Ok(Secret::new(v)),
+        _ => Err(format!("environment variable {var} is not set")),
+    }
+}
+
+type Fail = (String, String);
+
+fn resolve_model(
+    m: ModelFile,
+    idle_default: u64,
+    dir: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ModelConfig, Fail> {
+    let params = crate::model::InferenceParams {
+        max_tokens: m.max_tokens,
+        temperature: m.temperature,
+        top_p: m.top_p,
+        stop: Vec::new(),
+    };
+    let idle_timeout_secs = m.idle_timeout_secs.unwrap_or(idle_default).max(1);
+    let provider = match m.provider.as_str() {
+        "openai/v1/chat/completions" | "openai" => {
+            let base_url = m.base_url.as_deref().unwrap_or("https://api.openai.com/v1");
+            let base_url = check_url(base_url).map_err(|p| ("base_url".to_string(), p))?;
+            let api_key = match &m.api_key_env {
+                Some(var) => {
+                    Some(env_secret(var, env).map_err(|p| ("api_key_env".to_string(), p))?)
+                }
+                None => None,
+            };
+            let headers = m
+                .headers
+                .into_iter()
+                .map(|(k, v)| (k, Secret::new(v)))
+                .collect();
+            if m.model_id.as_deref().is_none_or(str::is_empty) {
+                return Err(("model_id".into(), "required for this provider".into()));
+            }
+            ProviderConfig::OpenAi {
+                base_url,
+                api_key,
+                headers,
+            }
+        }
+        "scripted" => {
+            let text = match &m.fixture {
+                None => DEMO_FIXTURE.to_string(),
+                Some(p) => {
+                    let full = match dir {
+                        Some(d) if p.is_relative() => d.join(p),
+                        _ => p.clone(),
+                    };
+                    std::fs::read_to_string(&full).map_err(|e| {
+                        (
+                            "fixture".to_string(),
+                            format!("cannot read {}: {e}", full.display()),
+                        )
+                    })?
+                }
+            };
+            let fixture = Fixture::parse(&text)
+                .map_err(|p| ("fixture".to_string(), format!("bad fixture: {p}")))?;
+            ProviderConfig::Scripted { fixture }
+        }
+        "bedrock/converse" | "bedrock" | "anthropic/v1/messages" | "anthropic" => {
+            return Err((
+                "provider".into(),
+                format!("{:?} is not available in this version yet", m.provider),
+            ));
+        }
+        other => {
+            return Err((
+                "provider".into(),
+                format!(
+                    "unknown provider {other:?}; expected \"openai/v1/chat/completions\" (alias \"openai\") or \"scripted\""
+                ),
+            ));
+        }
+    };
+    let model_id = m.model_id.unwrap_or_else(|| "scripted".into());
+    Ok(ModelConfig {
+        provider,
+        model_id,
+        params,
+        idle_timeout_secs,
+    })
+}
+
+fn resolve_tool(t: ToolFile, env: &dyn Fn(&str) -> Option<String>) -> Result<ToolConfig, Fail> {
+    match t {
+        ToolFile::Http {
+            name,
+            description,
+            url,
+            method,
+            headers,
+            headers_env,
+            parameters,
+            timeout_secs,
+        } => {
+            if !valid_name(&name) {
+                return Err((
+                    "name".into(),
+                    format!("{name:?} must be 1-64 letters, digits, '-' or '_'"),
+                ));
+            }
+            let url = check_url(&url).map_err(|p| ("url".to_string(), p))?;
+            let method = match method.as_deref().map(str::to_ascii_uppercase).as_deref() {
+                None | Some("POST") => crate::tools::http::Method::Post,
+                Some("GET") => crate::tools::http::Method::Get,
+                Some(other) => {
+                    return Err(("method".into(), format!("{other:?} must be GET or POST")));
+                }
+            };
+            let input_schema = match parameters {
+                None => serde_json::json!({"type": "object", "properties": {}}),
+                Some(v) if v.is_object() => v,
+                Some(_) => {
+                    return Err(("parameters".into(), "must be a JSON Schema object".into()));
+                }
+            };
+            let mut hs: Vec<(String, Secret)> = headers
+                .into_iter()
+                .map(|(k, v)| (k, Secret::new(v)))
+                .collect();
+            for (h, var) in headers_env {
+                let v = env_secret(&var, env).map_err(|p| (format!("headers_env.{h}"), p))?;
+                hs.push((h, v));
+            }
+            Ok(ToolConfig::Http {
+                spec: crate::conversation::ToolSpec {
+                    name,
+                    description: description.unwrap_or_default(),
+                    input_schema,
+                },
+                url,
+                method,
+                headers: hs,
+                timeout_secs: timeout_secs.unwrap_or(30).max(1),
+            })
+        }
+        ToolFile::Builtin { name, kind } => {
+            let kind = kind.unwrap_or_else(|| name.clone());
+            if !BUILTINS.contains(&kind.as_str()) {
+                return Err((
+                    "kind".into(),
+                    format!("unknown built-in {kind:?}; expected one of {BUILTINS:?}"),
+                ));
+            }
+            if !valid_name(&name) {
+                return Err((
+                    "name".into(),
+                    format!("{name:?} must be 1-64 letters, digits, '-' or '_'"),
+                ));
+            }
+            Ok(ToolConfig::Builtin { name, kind })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = r#"
+listen = "127.0.0.1:8080"
+[[agents]]
+id = "assistant"
+system_prompt = "You are a helpful assistant."
+max_iterations = 8
+[agents.model]
+provider = "openai/v1/chat/completions"
+model_id = "gpt-4o-mini"
+base_url = "http://127.0.0.1:9400/v1"
+api_key_env = "OPENAI_API_KEY"
+[[agents.tools]]
+type = "http"
+name = "get_weather"
+description = "Current weather for a city"
+url = "http://127.0.0.1:9400/weather"
+parameters = { type = "object", properties = { city = { type = "string" } }, required = ["city"] }
+"#;
+
+    fn env_with_key(k: &str) -> Option<String> {
+        (k == "OPENAI_API_KEY").then(|| "sk-test".to_string())
+    }
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse_with_env(text, "gw.toml", None, &env_with_key)
+    }
+
+    #[test]
+    fn the_documented_shape_is_accepted() {
+        let c = parse(SAMPLE).unwrap();
+        assert_eq!(c.agents[0].max_iterations, 8);
+        let ProviderConfig::OpenAi {
+            api_key: Some(k), ..
+        } = &c.agents[0].model.provider
+        else {
+            panic!()
+        };
+        assert_eq!(k.expose(), "sk-test");
+        assert_eq!(format!("{k:?}"), "[REDACTED]");
+        assert_eq!(c.agents[0].tools[0].name(), "get_weather");
+    }
+
+    #[test]
+    fn the_embedded_default_loads() {
+        let c = Config::load(None).unwrap();
+        assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
+        assert!(matches!(
+            c.agents[0].model.provider,
+            ProviderConfig::Scripted { .. }
+        ));
+    }
+
+    #[test]
+    fn errors_name_file_key_and_problem() {
+        let e = parse(&SAMPLE.replace("openai/v1/chat/completions", "wat")).unwrap_err();
+        assert_eq!(e.key, "agents[0].model.provider");
+        assert!(
+            e.to_string()
+                .starts_with("config error in gw.toml: agents[0].model.provider: unknown provider")
+        );
+        let e = Config::parse_with_env(SAMPLE, "gw.toml", None, &|_| None).unwrap_err();
+        assert_eq!(e.key, "agents[0].model.api_key_env");
+        assert!(e.problem.contains("OPENAI_API_KEY"));
+        let e = parse(&SAMPLE.replace("http://127.0.0.1:9400/weather", "not a url")).unwrap_err();
+        assert_eq!(e.key, "agents[0].tools[0].url");
+        let twice = format!(
+            "{SAMPLE}\n{}",
+            &SAMPLE[SAMPLE.find("[[agents]]").unwrap()..]
+        );
+        let e = parse(&twice).unwrap_err();
+        assert_eq!(
+            (e.key.as_str(), e.problem.contains("duplicate")),
+            ("agents[1].id", true)
+        );
+        let e = parse(&SAMPLE.replace("max_iterations = 8", "max_iterations = \"8\"")).unwrap_err();
+        assert_eq!(e.key, "agents[0].max_iterations");
+        let e = parse(&SAMPLE.replace("system_prompt", "sytem_prompt")).unwrap_err();
+        assert!(e.problem.contains("sytem_prompt"), "{e}");
+        let e = parse("listen = [").unwrap_err();
+        assert!(e.problem.starts_with("invalid TOML"));
+    }
+}

@@ -1,0 +1,121 @@
+//! agui-gateway: an AG-UI streaming gateway. A browser (or any `@ag-ui/client` `HttpAgent`)
+//! POSTs a `RunAgentInput`; the gateway converts it to provider-neutral messages, runs a hybrid
+//! ReAct loop against an LLM provider, executes backend tools in-process, pauses on frontend
+//! tools, and streams verified AG-UI events back over SSE.
+//!
+//! Map of the modules, in the order a request meets them:
+//! - [`api`]: axum handlers (`/agents/{id}/agui`, `/healthz`, `/agents`) and [`api::ApiError`].
+//! - [`protocol`]: the AG-UI wire format: events, input, SSE framing, the verifier.
+//! - [`runs`]: the registry of active runs (one per thread) and the [`runs::Emitter`] every
+//!   event leaves through.
+//! - [`conversation`]: the unified message model and the conversion from AG-UI.
+//! - [`agent`]: agents built from config and the hybrid ReAct loop ([`agent::react`]).
+//! - [`model`]: the object-safe [`model::Provider`] trait and its providers.
+//! - [`tools`]: the [`tools::Tool`] trait, the per-agent registry, HTTP and built-in tools.
+//! - [`config`]: TOML configuration, resolved and validated at start-up.
+
+pub mod agent;
+pub mod api;
+pub mod config;
+pub mod conversation;
+pub mod model;
+pub mod protocol;
+pub mod runs;
+pub mod tools;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::ops::Deref;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderValue, Method};
+use axum::routing::{get, post};
+use tower_http::cors::{AllowOrigin, Any, CorsLayer};
+use tower_http::trace::TraceLayer;
+
+use agent::Agent;
+use config::{Config, ServerSettings};
+use runs::RunManager;
+
+/// Shared state of the server; cheap to clone.
+#[derive(Clone)]
+pub struct AppState(Arc<AppInner>);
+
+/// What [`AppState`] holds.
+pub struct AppInner {
+    /// Agents by id, built once at start-up.
+    pub agents: HashMap<String, Arc<Agent>>,
+    /// Active runs, for the one-run-per-thread rule and cancellation.
+    pub runs: Arc<RunManager>,
+    /// Server-wide limits and timings.
+    pub settings: ServerSettings,
+}
+
+impl Deref for AppState {
+    type Target = AppInner;
+    fn deref(&self) -> &AppInner {
+        &self.0
+    }
+}
+
+impl AppState {
+    /// Builds agents, providers and tools from a resolved config.
+    pub fn from_config(config: &Config) -> anyhow::Result<Self> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build()?;
+        let mut agents = HashMap::new();
+        for a in &config.agents {
+            let agent =
+                Agent::build(a, &client).map_err(|e| anyhow::anyhow!("agent {:?}: {e}", a.id))?;
+            agents.insert(a.id.clone(), Arc::new(agent));
+        }
+        Ok(Self(Arc::new(AppInner {
+            agents,
+            runs: RunManager::new(),
+            settings: config.server.clone(),
+        })))
+    }
+}
+
+/// The application router, without a socket (tests drive it directly).
+pub fn router(state: AppState) -> Router {
+    let origins = &state.settings.cors_origins;
+    let allow_origin = if origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        AllowOrigin::list(origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()))
+    };
+    let cors = CorsLayer::new()
+        .allow_origin(allow_origin)
+        .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
+        .allow_headers(Any);
+    Router::new()
+        .route("/healthz", get(api::health::healthz))
+        .route("/agents", get(api::health::agents))
+        .route("/agents/{id}/agui", post(api::agui::run_agent))
+        .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
+        .layer(cors)
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+/// Serves until `shutdown` resolves; active runs are cancelled on shutdown so their streams
+/// end promptly.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let runs = Arc::clone(&state.runs);
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            runs.cancel_all();
+        })
+        .await
+}

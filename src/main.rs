@@ -1,0 +1,101 @@
+//! The `agui-gateway` command line.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+use agui_gateway::{AppState, config::Config, serve};
+
+#[derive(Parser)]
+#[command(
+    name = "agui-gateway",
+    version,
+    about = "AG-UI streaming gateway for LLM agents"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server (embedded demo config when no --config is given).
+    Serve {
+        /// TOML configuration file.
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Listen address, overriding the config's `listen`.
+        #[arg(long, short)]
+        listen: Option<SocketAddr>,
+    },
+    /// Check a configuration file and exit.
+    CheckConfig {
+        /// TOML configuration file.
+        config: PathBuf,
+    },
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .init();
+    match run(Cli::parse()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("agui-gateway: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::CheckConfig { config } => {
+            let c = Config::load(Some(&config))?;
+            println!("{}: ok ({} agents)", config.display(), c.agents.len());
+            Ok(())
+        }
+        Command::Serve { config, listen } => {
+            let mut cfg = Config::load(config.as_deref())?;
+            if let Some(addr) = listen {
+                cfg.listen = addr;
+            }
+            let state = AppState::from_config(&cfg)?;
+            let listener = tokio::net::TcpListener::bind(cfg.listen)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.listen))?;
+            let addr = listener.local_addr()?;
+            let ids: Vec<&str> = cfg.agents.iter().map(|a| a.id.as_str()).collect();
+            tracing::info!(%addr, agents = ?ids, "agui-gateway listening; POST /agents/{{id}}/agui");
+            serve(listener, state, shutdown_signal()).await?;
+            Ok(())
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down");
+}

@@ -1,0 +1,545 @@
+//! The lifecycle state machine every outgoing event passes through. It enforces the rules the
+//! `@ag-ui/client` verifiers (1.0.0 and 0.0.x) and the stricter validators apply, so the gateway
+//! finds its own bugs before a browser does. A violation is a gateway bug, never a client fault.
+
+use std::collections::{HashMap, HashSet};
+
+use super::events::{Event, Outcome, ToolResultContent};
+
+/// A rule the next event would break.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("AG-UI protocol violation at {event}: {rule}")]
+pub struct Violation {
+    /// The offending event's type.
+    pub event: &'static str,
+    /// What it breaks.
+    pub rule: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Idle,
+    Running,
+    Finished,
+    Errored,
+}
+
+/// Tracks what is open in one run's event stream.
+#[derive(Debug)]
+pub struct Verifier {
+    v1: bool,
+    phase: Phase,
+    /// Text messages started and not yet ended, in start order.
+    open_text: Vec<String>,
+    /// Tool calls started and not ended, with the arguments streamed so far.
+    open_calls: HashMap<String, String>,
+    /// Start order of open calls, so closing is deterministic.
+    open_call_order: Vec<String>,
+    /// Calls that ended in this run or are known from the input history: results may name them.
+    finished_calls: HashSet<String>,
+    /// Calls that already have a result.
+    answered_calls: HashSet<String>,
+    /// Every message and tool-call id used in this run: ids are never reused.
+    used_ids: HashSet<String>,
+    open_steps: Vec<String>,
+    reasoning_span: Option<String>,
+    open_reasoning: Vec<String>,
+}
+
+impl Verifier {
+    /// A verifier for a client that does (`v1`) or does not accept 1.0-only shapes.
+    pub fn new(v1: bool) -> Self {
+        Self {
+            v1,
+            phase: Phase::Idle,
+            open_text: Vec::new(),
+            open_calls: HashMap::new(),
+            open_call_order: Vec::new(),
+            finished_calls: HashSet::new(),
+            answered_calls: HashSet::new(),
+            used_ids: HashSet::new(),
+            open_steps: Vec::new(),
+            reasoning_span: None,
+            open_reasoning: Vec::new(),
+        }
+    }
+
+    /// Declares tool calls from the input history, so a resumed run may send their results.
+    pub fn know_tool_calls<I: IntoIterator<Item = String>>(&mut self, ids: I) {
+        self.finished_calls.extend(ids);
+    }
+
+    /// Whether the stream has ended (`RUN_FINISHED` or `RUN_ERROR` was accepted).
+    pub fn is_closed(&self) -> bool {
+        matches!(self.phase, Phase::Finished | Phase::Errored)
+    }
+
+    /// Whether `RUN_STARTED` was accepted and the run has not ended.
+    pub fn is_running(&self) -> bool {
+        self.phase == Phase::Running
+    }
+
+    /// Checks `event` against the rules and, if it passes, records its effect.
+    pub fn check(&mut self, event: &Event) -> Result<(), Violation> {
+        let name = event.type_name();
+        let fail = |rule: String| Err(Violation { event: name, rule });
+        match self.phase {
+            Phase::Finished => return fail("nothing may follow RUN_FINISHED".into()),
+            Phase::Errored => return fail("nothing may follow RUN_ERROR".into()),
+            Phase::Idle if !matches!(event, Event::RunStarted { .. } | Event::RunError { .. }) => {
+                return fail("the first event must be RUN_STARTED or RUN_ERROR".into());
+            }
+            _ => {}
+        }
+        match event {
+            Event::RunStarted { .. } => {
+                if self.phase != Phase::Idle {
+                    return fail("RUN_STARTED while a run is active".into());
+                }
+                self.phase = Phase::Running;
+            }
+            Event::RunError { .. } => self.phase = Phase::Errored,
+            Event::RunFinished { outcome, .. } => {
+                if let Some(open) = self.first_open() {
+                    return fail(format!("{open} is still open"));
+                }
+                match outcome {
+                    Some(Outcome::Cancelled) if !self.v1 => {
+                        return fail("outcome `cancelled` is 1.0-only".into());
+                    }
+                    Some(Outcome::Success {
+                        pending_tool_call_ids: Some(_),
+                    }) if !self.v1 => {
+                        return fail("pendingToolCallIds is 1.0-only".into());
+                    }
+                    Some(Outcome::Interrupt { interrupts }) if interrupts.is_empty() => {
+                        return fail("an interrupt outcome needs at least one interrupt".into());
+                    }
+                    _ => {}
+                }
+                self.phase = Phase::Finished;
+            }
+            Event::StepStarted { step_name } => {
+                if self.open_steps.contains(step_name) {
+                    return fail(format!("step {step_name:?} is already active"));
+                }
+                self.open_steps.push(step_name.clone());
+            }
+            Event::StepFinished { step_name } => {
+                let Some(i) = self.open_steps.iter().position(|s| s == step_name) else {
+                    return fail(format!("step {step_name:?} was not started"));
+                };
+                self.open_steps.remove(i);
+            }
+            Event::TextMessageStart { message_id, .. } => {
+                self.claim_id(message_id).or_else(|r| fail(r))?;
+                self.open_text.push(message_id.clone());
+            }
+            Event::TextMessageContent { message_id, delta } => {
+                if !self.open_text.contains(message_id) {
+                    return fail(format!("no open text message {message_id:?}"));
+                }
+                if delta.is_empty() {
+                    return fail("empty delta".into());
+                }
+            }
+            Event::TextMessageEnd { message_id } => {
+                let Some(i) = self.open_text.iter().position(|m| m == message_id) else {
+                    return fail(format!("no open text message {message_id:?}"));
+                };
+                self.open_text.remove(i);
+            }
+            Event::ToolCallStart { tool_call_id, .. } => {
+                self.claim_id(tool_call_id).or_else(|r| fail(r))?;
+                self.open_calls.insert(tool_call_id.clone(), String::new());
+                self.open_call_order.push(tool_call_id.clone());
+            }
+            Event::ToolCallArgs {
+                tool_call_id,
+                delta,
+            } => {
+                let Some(args) = self.open_calls.get_mut(tool_call_id) else {
+                    return fail(format!("no open tool call {tool_call_id:?}"));
+                };
+                args.push_str(delta);
+            }
+            Event::ToolCallEnd { tool_call_id } => {
+                let Some(args) = self.open_calls.remove(tool_call_id) else {
+                    return fail(format!("no open tool call {tool_call_id:?}"));
+                };
+                self.open_call_order.retain(|c| c != tool_call_id);
+                // Arguments are the model's words, streamed as they came: invalid JSON is the
+                // model's fault, reported to it as an error result rather than failing the run.
+                if serde_json::from_str::<serde::de::IgnoredAny>(&args).is_err() {
+                    tracing::warn!(tool_call_id = %tool_call_id, "tool-call arguments are not valid JSON");
+                }
+                self.finished_calls.insert(tool_call_id.clone());
+            }
+            Event::ToolCallResult {
+                message_id,
+                tool_call_id,
+                content,
+                ..
+            } => {
+                if !self.finished_calls.contains(tool_call_id) {
+                    return fail(format!(
+                        "result for unknown or unfinished call {tool_call_id:?}"
+                    ));
+                }
+                if matches!(content, ToolResultContent::Parts(_)) && !self.v1 {
+                    return fail("array content is 1.0-only".into());
+                }
+                if self.answered_calls.contains(tool_call_id) {
+                    return fail(format!("second result for call {tool_call_id:?}"));
+                }
+                self.claim_id(message_id).or_else(|r| fail(r))?;
+                self.answered_calls.insert(tool_call_id.clone());
+            }
+            Event::ReasoningStart { message_id } => {
+                if self.reasoning_span.is_some() {
+                    return fail("a reasoning span is already open".into());
+                }
+                self.reasoning_span = Some(message_id.clone());
+            }
+            Event::ReasoningMessageStart { message_id, .. } => {
+                if self.reasoning_span.is_none() {
+                    return fail("no open reasoning span".into());
+                }
+                self.claim_id(message_id).or_else(|r| fail(r))?;
+                self.open_reasoning.push(message_id.clone());
+            }
+            Event::ReasoningMessageContent { message_id, delta } => {
+                if !self.open_reasoning.contains(message_id) {
+                    return fail(format!("no open reasoning message {message_id:?}"));
+                }
+                if delta.is_empty() {
+                    return fail("empty delta".into());
+                }
+            }
+            Event::ReasoningMessageEnd { message_id } => {
+                let Some(i) = self.open_reasoning.iter().position(|m| m == message_id) else {
+                    return fail(format!("no open reasoning message {message_id:?}"));
+                };
+                self.open_reasoning.remove(i);
+            }
+            Event::ReasoningEnd { message_id } => {
+                if self.reasoning_span.as_ref() != Some(message_id) {
+                    return fail(format!("no open reasoning span {message_id:?}"));
+                }
+                if !self.open_reasoning.is_empty() {
+                    return fail("a reasoning message is still open".into());
+                }
+                self.reasoning_span = None;
+            }
+            Event::SubagentStarted { .. }
+            | Event::SubagentFinished { .. }
+            | Event::SubagentError { .. }
+                if !self.v1 =>
+            {
+                return fail("SUBAGENT_* events are 1.0-only".into());
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn claim_id(&mut self, id: &str) -> Result<(), String> {
+        if id.is_empty() {
+            return Err("empty id".into());
+        }
+        if !self.used_ids.insert(id.to_string()) {
+            return Err(format!("id {id:?} was already used in this run"));
+        }
+        Ok(())
+    }
+
+    fn first_open(&self) -> Option<String> {
+        if let Some(m) = self.open_text.first() {
+            return Some(format!("text message {m:?}"));
+        }
+        if let Some(c) = self.open_call_order.first() {
+            return Some(format!("tool call {c:?}"));
+        }
+        if let Some(s) = self.open_steps.first() {
+            return Some(format!("step {s:?}"));
+        }
+        if let Some(m) = self.open_reasoning.first() {
+            return Some(format!("reasoning message {m:?}"));
+        }
+        self.reasoning_span
+            .as_ref()
+            .map(|m| format!("reasoning span {m:?}"))
+    }
+
+    /// The events that close everything still open, in a valid order. Tool calls whose
+    /// arguments are incomplete JSON are closed as they are: the run is about to fail anyway.
+    pub fn closers(&self) -> Vec<Event> {
+        let mut out = Vec::new();
+        for m in &self.open_reasoning {
+            out.push(Event::ReasoningMessageEnd {
+                message_id: m.clone(),
+            });
+        }
+        if let Some(m) = &self.reasoning_span {
+            out.push(Event::ReasoningEnd {
+                message_id: m.clone(),
+            });
+        }
+        for m in &self.open_text {
+            out.push(Event::TextMessageEnd {
+                message_id: m.clone(),
+            });
+        }
+        for c in &self.open_call_order {
+            out.push(Event::ToolCallEnd {
+                tool_call_id: c.clone(),
+            });
+        }
+        for s in self.open_steps.iter().rev() {
+            out.push(Event::StepFinished {
+                step_name: s.clone(),
+            });
+        }
+        out
+    }
+
+    /// Records `event` without checking it: used only when closing a failing run.
+    pub fn force(&mut self, event: &Event) {
+        match event {
+            Event::ReasoningMessageEnd { message_id } => {
+                self.open_reasoning.retain(|m| m != message_id)
+            }
+            Event::ReasoningEnd { .. } => self.reasoning_span = None,
+            Event::TextMessageEnd { message_id } => self.open_text.retain(|m| m != message_id),
+            Event::ToolCallEnd { tool_call_id } => {
+                self.open_calls.remove(tool_call_id);
+                self.open_call_order.retain(|c| c != tool_call_id);
+            }
+            Event::StepFinished { step_name } => self.open_steps.retain(|s| s != step_name),
+            Event::RunError { .. } => self.phase = Phase::Errored,
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::events::Interrupt;
+
+    fn started() -> Verifier {
+        let mut v = Verifier::new(false);
+        v.check(&run_started()).unwrap();
+        v
+    }
+    fn run_started() -> Event {
+        Event::RunStarted {
+            thread_id: "t".into(),
+            run_id: "r".into(),
+            parent_run_id: None,
+            protocol_version: None,
+            input: None,
+        }
+    }
+    fn finished(outcome: Option<Outcome>) -> Event {
+        Event::RunFinished {
+            thread_id: "t".into(),
+            run_id: "r".into(),
+            result: None,
+            outcome,
+            usage: None,
+        }
+    }
+    fn text_start(id: &str) -> Event {
+        Event::TextMessageStart {
+            message_id: id.into(),
+            role: None,
+            name: None,
+        }
+    }
+    fn content(id: &str, d: &str) -> Event {
+        Event::TextMessageContent {
+            message_id: id.into(),
+            delta: d.into(),
+        }
+    }
+    fn call_start(id: &str) -> Event {
+        Event::ToolCallStart {
+            tool_call_id: id.into(),
+            tool_call_name: "f".into(),
+            parent_message_id: None,
+        }
+    }
+    fn args(id: &str, d: &str) -> Event {
+        Event::ToolCallArgs {
+            tool_call_id: id.into(),
+            delta: d.into(),
+        }
+    }
+    fn call_end(id: &str) -> Event {
+        Event::ToolCallEnd {
+            tool_call_id: id.into(),
+        }
+    }
+    fn result(msg: &str, call: &str) -> Event {
+        Event::ToolCallResult {
+            message_id: msg.into(),
+            tool_call_id: call.into(),
+            content: ToolResultContent::Text("ok".into()),
+            role: Some("tool".into()),
+        }
+    }
+
+    #[test]
+    fn first_event_must_start_or_fail_the_run() {
+        let mut v = Verifier::new(true);
+        assert!(v.check(&text_start("m")).is_err());
+        let mut v = Verifier::new(true);
+        v.check(&Event::RunError {
+            message: "x".into(),
+            code: None,
+            usage: None,
+        })
+        .unwrap();
+        assert!(v.check(&run_started()).is_err(), "nothing after RUN_ERROR");
+    }
+
+    #[test]
+    fn a_valid_parallel_stream_passes() {
+        let mut v = started();
+        for e in [
+            text_start("m"),
+            content("m", "hi"),
+            call_start("a"),
+            call_start("b"),
+            args("b", "{\"x\":"),
+            args("a", "{}"),
+            args("b", "1}"),
+            call_end("a"),
+            call_end("b"),
+            text_start("m2"),
+            Event::TextMessageEnd {
+                message_id: "m".into(),
+            },
+            Event::TextMessageEnd {
+                message_id: "m2".into(),
+            },
+            result("r1", "a"),
+            finished(None),
+        ] {
+            v.check(&e).unwrap_or_else(|err| panic!("{e:?}: {err}"));
+        }
+        assert!(v.is_closed());
+        assert!(
+            v.check(&text_start("z")).is_err(),
+            "nothing after RUN_FINISHED"
+        );
+    }
+
+    #[test]
+    fn unbalanced_and_reused_ids_are_caught() {
+        let mut v = started();
+        assert!(v.check(&content("m", "x")).is_err());
+        v.check(&text_start("m")).unwrap();
+        assert!(v.check(&text_start("m")).is_err(), "double start");
+        assert!(v.check(&content("m", "")).is_err(), "empty delta");
+        v.check(&Event::TextMessageEnd {
+            message_id: "m".into(),
+        })
+        .unwrap();
+        assert!(v.check(&text_start("m")).is_err(), "id reuse");
+        assert!(v.check(&args("c", "{}")).is_err(), "args before start");
+        v.check(&call_start("c")).unwrap();
+        v.check(&args("c", "{")).unwrap();
+        v.check(&call_end("c")).unwrap();
+        let mut v = started();
+        v.check(&call_start("c")).unwrap();
+        assert!(v.check(&result("r", "c")).is_err(), "result before end");
+        v.check(&args("c", "{}")).unwrap();
+        v.check(&call_end("c")).unwrap();
+        assert!(v.check(&args("c", "1")).is_err(), "args after end");
+        v.check(&result("r", "c")).unwrap();
+        assert!(v.check(&result("r2", "c")).is_err(), "second result");
+        assert!(v.check(&result("r3", "zzz")).is_err(), "unknown call");
+    }
+
+    #[test]
+    fn run_finished_needs_everything_closed() {
+        let mut v = started();
+        v.check(&call_start("c")).unwrap();
+        assert!(v.check(&finished(None)).is_err());
+        let mut v = started();
+        v.check(&Event::StepStarted {
+            step_name: "s".into(),
+        })
+        .unwrap();
+        assert!(v.check(&finished(None)).is_err());
+        let mut v = started();
+        v.check(&Event::ReasoningStart {
+            message_id: "r".into(),
+        })
+        .unwrap();
+        assert!(v.check(&finished(None)).is_err());
+    }
+
+    #[test]
+    fn closers_close_everything() {
+        let mut v = started();
+        v.check(&Event::StepStarted {
+            step_name: "s".into(),
+        })
+        .unwrap();
+        v.check(&Event::ReasoningStart {
+            message_id: "r".into(),
+        })
+        .unwrap();
+        v.check(&Event::ReasoningMessageStart {
+            message_id: "rm".into(),
+            role: "reasoning".into(),
+        })
+        .unwrap();
+        v.check(&text_start("m")).unwrap();
+        v.check(&call_start("c")).unwrap();
+        v.check(&args("c", "{}")).unwrap();
+        for e in v.closers() {
+            v.check(&e).unwrap_or_else(|err| panic!("{e:?}: {err}"));
+        }
+        v.check(&finished(None)).unwrap();
+    }
+
+    #[test]
+    fn one_point_oh_shapes_need_a_one_point_oh_client() {
+        let pending = Some(Outcome::Success {
+            pending_tool_call_ids: Some(vec!["c".into()]),
+        });
+        assert!(started().check(&finished(pending.clone())).is_err());
+        assert!(
+            started()
+                .check(&finished(Some(Outcome::Cancelled)))
+                .is_err()
+        );
+        let mut v1 = Verifier::new(true);
+        v1.check(&run_started()).unwrap();
+        v1.check(&finished(pending)).unwrap();
+        let mut v = started();
+        v.know_tool_calls(["old".to_string()]);
+        let parts = Event::ToolCallResult {
+            message_id: "m".into(),
+            tool_call_id: "old".into(),
+            content: ToolResultContent::Parts(vec![]),
+            role: None,
+        };
+        assert!(v.check(&parts).is_err());
+        v.check(&result("m", "old")).unwrap();
+        let sub = Event::SubagentError {
+            subagent_run_id: "s".into(),
+            message: "m".into(),
+            code: None,
+        };
+        assert!(started().check(&sub).is_err());
+        let empty = Some(Outcome::Interrupt {
+            interrupts: Vec::<Interrupt>::new(),
+        });
+        assert!(started().check(&finished(empty)).is_err());
+    }
+}

@@ -1,0 +1,259 @@
+//! The single way events leave a run: adapt them to the client's protocol version, pass them
+//! through the verifier, stamp and frame them, and send them into the bounded channel that feeds
+//! the HTTP body. A slow client therefore slows the run instead of growing memory.
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+use crate::protocol::encode::{now_ms, sse_frame};
+use crate::protocol::events::{Envelope, Event, Outcome, ToolResultContent};
+use crate::protocol::verify::{Verifier, Violation};
+
+/// Why an event could not be sent.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EmitError {
+    /// The client is gone (the body was dropped).
+    #[error("client disconnected")]
+    Disconnected,
+    /// The event would break the protocol: a gateway bug.
+    #[error(transparent)]
+    Violation(#[from] Violation),
+}
+
+/// Sends one run's events.
+#[derive(Debug)]
+pub struct Emitter {
+    tx: mpsc::Sender<Bytes>,
+    verifier: Verifier,
+    v1: bool,
+}
+
+impl Emitter {
+    /// An emitter for a client that does (`v1`) or does not speak AG-UI 1.0.
+    pub fn new(tx: mpsc::Sender<Bytes>, v1: bool) -> Self {
+        Self {
+            tx,
+            verifier: Verifier::new(v1),
+            v1,
+        }
+    }
+
+    /// Whether 1.0-only shapes may be sent.
+    pub fn is_v1(&self) -> bool {
+        self.v1
+    }
+
+    /// Declares tool calls from the request history (a resumed run may answer them).
+    pub fn know_tool_calls(&mut self, ids: impl IntoIterator<Item = String>) {
+        self.verifier.know_tool_calls(ids);
+    }
+
+    /// Whether the stream has already ended.
+    pub fn is_closed(&self) -> bool {
+        self.verifier.is_closed()
+    }
+
+    /// Adapts, verifies and sends one event.
+    pub async fn emit(&mut self, event: Event) -> Result<(), EmitError> {
+        let Some(event) = self.adapt(event) else {
+            return Ok(());
+        };
+        if let Err(v) = self.verifier.check(&event) {
+            tracing::error!(violation = %v, "refusing to send an invalid AG-UI event (gateway bug)");
+            return Err(v.into());
+        }
+        self.send(event).await
+    }
+
+    /// Ends the run with `RUN_ERROR` after closing whatever is open. Never fails: a gone
+    /// client simply does not get it.
+    pub async fn fail(&mut self, code: &str, message: impl Into<String>) {
+        if self.verifier.is_closed() {
+            return;
+        }
+        if self.verifier.is_running() {
+            for e in self.verifier.closers() {
+                self.verifier.force(&e);
+                if self.send(e).await.is_err() {
+                    return;
+                }
+            }
+        }
+        let e = Event::RunError {
+            message: message.into(),
+            code: Some(code.to_string()),
+            usage: None,
+        };
+        self.verifier.force(&e);
+        let _ = self.send(e).await;
+    }
+
+    async fn send(&mut self, event: Event) -> Result<(), EmitError> {
+        let frame = sse_frame(&Envelope {
+            event,
+            timestamp: Some(now_ms()),
+        });
+        self.tx
+            .send(frame)
+            .await
+            .map_err(|_| EmitError::Disconnected)
+    }
+
+    /// Rewrites or drops 1.0-only shapes for older clients.
+    fn adapt(&self, event: Event) -> Option<Event> {
+        if self.v1 {
+            return Some(event);
+        }
+        match event {
+            Event::SubagentStarted { .. }
+            | Event::SubagentFinished { .. }
+            | Event::SubagentError { .. } => None,
+            Event::ToolCallResult {
+                message_id,
+                tool_call_id,
+                content: ToolResultContent::Parts(parts),
+                role,
+            } => {
+                let text = parts
+                    .iter()
+                    .map(|p| match p.get("text").and_then(|t| t.as_str()) {
+                        Some(t) => t.to_string(),
+                        None => p.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                Some(Event::ToolCallResult {
+                    message_id,
+                    tool_call_id,
+                    content: ToolResultContent::Text(text),
+                    role,
+                })
+            }
+            Event::RunFinished {
+                thread_id,
+                run_id,
+                result,
+                outcome,
+                usage,
+            } => {
+                let outcome = match outcome {
+                    Some(Outcome::Success { .. }) | Some(Outcome::Cancelled) | None => None,
+                    interrupt => interrupt,
+                };
+                Some(Event::RunFinished {
+                    thread_id,
+                    run_id,
+                    result,
+                    outcome,
+                    usage,
+                })
+            }
+            other => Some(other),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn started() -> Event {
+        Event::RunStarted {
+            thread_id: "t".into(),
+            run_id: "r".into(),
+            parent_run_id: None,
+            protocol_version: None,
+            input: None,
+        }
+    }
+
+    async fn frames(mut rx: mpsc::Receiver<Bytes>) -> Vec<serde_json::Value> {
+        let mut out = Vec::new();
+        while let Some(f) = rx.recv().await {
+            let s = std::str::from_utf8(&f).unwrap();
+            out.push(serde_json::from_str(s.trim_start_matches("data: ").trim_end()).unwrap());
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn old_clients_get_downgraded_shapes() {
+        let (tx, rx) = mpsc::channel(16);
+        let mut e = Emitter::new(tx, false);
+        e.emit(started()).await.unwrap();
+        e.emit(Event::SubagentError {
+            subagent_run_id: "s".into(),
+            message: "x".into(),
+            code: None,
+        })
+        .await
+        .unwrap();
+        e.emit(Event::RunFinished {
+            thread_id: "t".into(),
+            run_id: "r".into(),
+            result: None,
+            outcome: Some(Outcome::Success {
+                pending_tool_call_ids: Some(vec!["c".into()]),
+            }),
+            usage: None,
+        })
+        .await
+        .unwrap();
+        drop(e);
+        let f = frames(rx).await;
+        assert_eq!(f.len(), 2);
+        assert!(f[1].get("outcome").is_none());
+        assert!(f[1]["timestamp"].is_i64());
+    }
+
+    #[tokio::test]
+    async fn fail_closes_what_is_open_then_errors() {
+        let (tx, rx) = mpsc::channel(16);
+        let mut e = Emitter::new(tx, true);
+        e.emit(started()).await.unwrap();
+        e.emit(Event::TextMessageStart {
+            message_id: "m".into(),
+            role: None,
+            name: None,
+        })
+        .await
+        .unwrap();
+        e.emit(Event::ToolCallStart {
+            tool_call_id: "c".into(),
+            tool_call_name: "f".into(),
+            parent_message_id: None,
+        })
+        .await
+        .unwrap();
+        // A violation is refused and not sent.
+        assert!(
+            e.emit(Event::TextMessageStart {
+                message_id: "m".into(),
+                role: None,
+                name: None
+            })
+            .await
+            .is_err()
+        );
+        e.fail("UPSTREAM_ERROR", "boom").await;
+        e.fail("AGAIN", "ignored").await;
+        drop(e);
+        let types: Vec<String> = frames(rx)
+            .await
+            .iter()
+            .map(|f| f["type"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "RUN_STARTED",
+                "TEXT_MESSAGE_START",
+                "TOOL_CALL_START",
+                "TEXT_MESSAGE_END",
+                "TOOL_CALL_END",
+                "RUN_ERROR"
+            ]
+        );
+    }
+}

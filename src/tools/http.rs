@@ -1,0 +1,140 @@
+//! HTTP tools: the call's JSON arguments are POSTed to a URL (or sent as the query of a GET);
+//! the response body is the result. Non-2xx answers are error results the model can read.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use super::{Tool, ToolContext, ToolOutput};
+use crate::config::Secret;
+use crate::conversation::ToolSpec;
+
+/// Responses are cut at this size so a huge body cannot flood the model context or memory.
+const MAX_RESPONSE: usize = 1024 * 1024;
+
+/// How the arguments travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// JSON body.
+    Post,
+    /// Query string built from top-level scalar arguments.
+    Get,
+}
+
+/// One HTTP tool.
+pub struct HttpTool {
+    spec: ToolSpec,
+    client: reqwest::Client,
+    url: String,
+    method: Method,
+    headers: Vec<(String, Secret)>,
+    timeout: Duration,
+}
+
+impl HttpTool {
+    /// An HTTP tool sharing `client`'s connection pool.
+    pub fn new(
+        spec: ToolSpec,
+        client: reqwest::Client,
+        url: String,
+        method: Method,
+        headers: Vec<(String, Secret)>,
+        timeout: Duration,
+    ) -> Self {
+        Self {
+            spec,
+            client,
+            url,
+            method,
+            headers,
+            timeout,
+        }
+    }
+
+    async fn run(&self, args: Value, ctx: ToolContext) -> ToolOutput {
+        let mut req = match self.method {
+            Method::Post => self.client.post(&self.url).json(&args),
+            Method::Get => {
+                let query: Vec<(String, String)> = args
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| {
+                        (
+                            k.clone(),
+                            v.as_str()
+                                .map(str::to_string)
+                                .unwrap_or_else(|| v.to_string()),
+                        )
+                    })
+                    .collect();
+                self.client.get(&self.url).query(&query)
+            }
+        };
+        req = req
+            .timeout(self.timeout)
+            .header("x-agui-thread-id", &ctx.thread_id)
+            .header("x-agui-run-id", &ctx.run_id)
+            .header("x-agui-tool-call-id", &ctx.tool_call_id);
+        for (k, v) in &self.headers {
+            req = req.header(k.as_str(), v.expose());
+        }
+        let resp = match req.send().await {
+            Ok(r) => r,
+            Err(e) if e.is_timeout() => {
+                return ToolOutput::error(format!(
+                    "Tool {} timed out after {} s.",
+                    self.spec.name,
+                    self.timeout.as_secs()
+                ));
+            }
+            Err(e) => {
+                tracing::warn!(tool = %self.spec.name, error = %e, "http tool request failed");
+                return ToolOutput::error(format!("Tool {} could not be reached.", self.spec.name));
+            }
+        };
+        let status = resp.status();
+        let mut body = Vec::new();
+        let mut stream = resp.bytes_stream();
+        let mut truncated = false;
+        while let Some(chunk) = stream.next().await {
+            match chunk {
+                Ok(c) => {
+                    body.extend_from_slice(&c);
+                    if body.len() > MAX_RESPONSE {
+                        body.truncate(MAX_RESPONSE);
+                        truncated = true;
+                        break;
+                    }
+                }
+                Err(_) => {
+                    return ToolOutput::error(format!(
+                        "Tool {}: the response broke off.",
+                        self.spec.name
+                    ));
+                }
+            }
+        }
+        let mut text = String::from_utf8_lossy(&body).into_owned();
+        if truncated {
+            text.push_str("\n[response truncated]");
+        }
+        if status.is_success() {
+            ToolOutput::ok(text)
+        } else {
+            ToolOutput::error(format!("HTTP {}: {}", status.as_u16(), text))
+        }
+    }
+}
+
+impl Tool for HttpTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call(&self, args: Value, ctx: ToolContext) -> BoxFuture<'_, ToolOutput> {
+        Box::pin(self.run(args, ctx))
+    }
+}
