@@ -338,7 +338,7 @@ async function doRun(agent, trace, params, label) {
     await new Promise((r) => setTimeout(r, 20));
     activeCapture = null;
   }
-  if (timedOut) run.problems.push(`run timed out after ${TIMEOUT_MS} ms`);
+  if (timedOut) run.problems.unshift(`run timed out after ${TIMEOUT_MS} ms`);
   for (const c of run.captured) run.problems.push(c);
 
   // Wire-level checks.

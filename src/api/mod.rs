@@ -45,9 +45,9 @@ impl IntoResponse for ApiError {
         };
         let mut error = json!({ "type": kind, "message": self.to_string() });
         if let ApiError::BadRequest { field, message } = &self {
-            error["field"] = json!(field);
-            if field.is_empty() {
-                error["message"] = json!(message);
+            error["message"] = json!(message);
+            if !field.is_empty() {
+                error["field"] = json!(field);
             }
         }
         (status, Json(json!({ "error": error }))).into_response()

@@ -1,0 +1,358 @@
+//! Test support: the gateway on `127.0.0.1:0`, a fake OpenAI-compatible upstream speaking real
+//! SSE over HTTP, and an SSE reader that checks every stream with the gateway's own verifier.
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agui_gateway::protocol::events::Envelope;
+use agui_gateway::protocol::verify::Verifier;
+use agui_gateway::{AppState, config::Config};
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio::sync::{Notify, oneshot};
+
+/// A running gateway.
+pub struct Gateway {
+    pub addr: SocketAddr,
+    pub state: AppState,
+    _stop: oneshot::Sender<()>,
+}
+
+impl Gateway {
+    pub async fn start(config_toml: &str) -> Gateway {
+        let config = Config::parse(config_toml, "test.toml", None).expect("test config");
+        let state = AppState::from_config(&config).expect("state");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = oneshot::channel::<()>();
+        let s = state.clone();
+        tokio::spawn(async move {
+            agui_gateway::serve(listener, s, async {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+        });
+        Gateway {
+            addr,
+            state,
+            _stop: tx,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// POSTs a run and reads the whole event stream, verifying it.
+    pub async fn run(&self, agent: &str, body: &Value) -> Vec<Value> {
+        let resp = self.post(agent, body).await;
+        assert_eq!(resp.status(), 200, "run refused: {:?}", resp.text().await);
+        read_events(resp, body.get("protocolVersion").is_some()).await
+    }
+
+    pub async fn post(&self, agent: &str, body: &Value) -> reqwest::Response {
+        reqwest::Client::new()
+            .post(self.url(&format!("/agents/{agent}/agui")))
+            .header("accept", "text/event-stream")
+            .json(body)
+            .send()
+            .await
+            .unwrap()
+    }
+}
+
+/// Reads an SSE response to its end; every event must pass the verifier.
+pub async fn read_events(resp: reqwest::Response, v1: bool) -> Vec<Value> {
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let mut verifier = Verifier::new(v1);
+    let mut out = Vec::new();
+    let mut stream = resp.bytes_stream().eventsource();
+    while let Some(ev) = stream.next().await {
+        let ev = ev.expect("sse");
+        let value: Value = serde_json::from_str(&ev.data).expect("event json");
+        assert_no_nulls(&value);
+        assert!(
+            value["timestamp"].is_i64(),
+            "timestamp must be an integer: {value}"
+        );
+        let env: Envelope = serde_json::from_value(value.clone()).expect("known event");
+        // The run answering earlier tool calls may name them; the verifier learns them here.
+        if let Some(id) = value.get("toolCallId").and_then(Value::as_str)
+            && value["type"] == "TOOL_CALL_RESULT"
+            && !out
+                .iter()
+                .any(|e: &Value| e["type"] == "TOOL_CALL_END" && e["toolCallId"] == id)
+        {
+            verifier.know_tool_calls([id.to_string()]);
+        }
+        verifier
+            .check(&env.event)
+            .unwrap_or_else(|e| panic!("invalid stream: {e}\n{out:#?}"));
+        out.push(value);
+    }
+    assert!(
+        verifier.is_closed(),
+        "stream ended without RUN_FINISHED/RUN_ERROR: {out:#?}"
+    );
+    out
+}
+
+fn assert_no_nulls(v: &Value) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                if k == "value" || k == "snapshot" {
+                    continue;
+                }
+                assert!(!x.is_null(), "null field {k} in {v}");
+                assert_no_nulls(x);
+            }
+        }
+        Value::Array(a) => a.iter().for_each(assert_no_nulls),
+        _ => {}
+    }
+}
+
+pub fn types(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
+}
+
+pub fn of_type<'a>(events: &'a [Value], t: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == t).collect()
+}
+
+pub fn text(events: &[Value]) -> String {
+    of_type(events, "TEXT_MESSAGE_CONTENT")
+        .iter()
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect()
+}
+
+pub fn args_of(events: &[Value], call_id: &str) -> String {
+    events
+        .iter()
+        .filter(|e| e["type"] == "TOOL_CALL_ARGS" && e["toolCallId"] == call_id)
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect()
+}
+
+pub fn run_input(thread: &str, messages: Value) -> Value {
+    json!({"threadId": thread, "runId": uuid::Uuid::new_v4().to_string(), "messages": messages})
+}
+
+// ------------------------------------------------------------------ fake OpenAI upstream
+
+/// One scripted answer of the fake upstream.
+#[derive(Clone)]
+pub enum Reply {
+    /// A complete stream: these `data:` payloads, then `[DONE]`.
+    Sse(Vec<Value>),
+    /// These payloads, then the connection is cut.
+    Cut(Vec<Value>),
+    /// These payloads, then silence until the client goes away.
+    Stall(Vec<Value>),
+    /// A non-200 answer.
+    Status(u16, String),
+}
+
+#[derive(Default)]
+pub struct Upstream {
+    replies: Mutex<VecDeque<Reply>>,
+    /// Bodies of chat requests, in order.
+    pub requests: Mutex<Vec<Value>>,
+    /// Authorization headers seen.
+    pub auth: Mutex<Vec<String>>,
+    /// Notified when a stalled response body is dropped (the gateway hung up).
+    pub dropped: Notify,
+    /// Weather tool calls received.
+    pub tool_calls: Mutex<Vec<Value>>,
+}
+
+pub struct FakeOpenAi {
+    pub addr: SocketAddr,
+    pub upstream: Arc<Upstream>,
+}
+
+struct DropSignal(Arc<Upstream>);
+impl Drop for DropSignal {
+    fn drop(&mut self) {
+        self.0.dropped.notify_one();
+    }
+}
+
+fn frame(v: &Value) -> Bytes {
+    Bytes::from(format!("data: {v}\n\n"))
+}
+
+async fn chat(
+    State(up): State<Arc<Upstream>>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    up.requests.lock().unwrap().push(body);
+    if let Some(a) = headers.get("authorization") {
+        up.auth
+            .lock()
+            .unwrap()
+            .push(a.to_str().unwrap_or("").to_string());
+    }
+    let reply = up
+        .replies
+        .lock()
+        .unwrap()
+        .pop_front()
+        .unwrap_or(Reply::Status(500, "no scripted reply left".into()));
+    let sse = |s: futures::stream::BoxStream<'static, Result<Bytes, std::io::Error>>| {
+        Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(Body::from_stream(s))
+            .unwrap()
+    };
+    match reply {
+        Reply::Status(code, text) => (StatusCode::from_u16(code).unwrap(), text).into_response(),
+        Reply::Sse(chunks) => {
+            let mut frames: Vec<Result<Bytes, std::io::Error>> =
+                chunks.iter().map(|c| Ok(frame(c))).collect();
+            frames.push(Ok(Bytes::from_static(b"data: [DONE]\n\n")));
+            sse(futures::stream::iter(frames).boxed())
+        }
+        Reply::Cut(chunks) => {
+            let frames: Vec<Result<Bytes, std::io::Error>> =
+                chunks.iter().map(|c| Ok(frame(c))).collect();
+            // Let the frames reach the gateway before the connection is torn down.
+            let cut = futures::stream::once(async {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                Err(std::io::Error::other("cut"))
+            });
+            sse(futures::stream::iter(frames).chain(cut).boxed())
+        }
+        Reply::Stall(chunks) => {
+            let guard = DropSignal(Arc::clone(&up));
+            let frames: Vec<Result<Bytes, std::io::Error>> =
+                chunks.iter().map(|c| Ok(frame(c))).collect();
+            let s = futures::stream::iter(frames).chain(futures::stream::once(async move {
+                let _g = guard;
+                std::future::pending::<()>().await;
+                Ok(Bytes::new())
+            }));
+            sse(s.boxed())
+        }
+    }
+}
+
+async fn weather(State(up): State<Arc<Upstream>>, body: Bytes) -> Response {
+    let args: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    up.tool_calls.lock().unwrap().push(args.clone());
+    match args["city"].as_str() {
+        Some("Atlantis") => (StatusCode::NOT_FOUND, "unknown city Atlantis").into_response(),
+        Some(city) => {
+            axum::Json(json!({"city": city, "temperature_c": 21, "sky": "sunny"})).into_response()
+        }
+        None => (StatusCode::BAD_REQUEST, "city required").into_response(),
+    }
+}
+
+async fn slow(body: Bytes) -> Result<Bytes, Infallible> {
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    Ok(body)
+}
+
+impl FakeOpenAi {
+    pub async fn start(replies: Vec<Reply>) -> FakeOpenAi {
+        let upstream = Arc::new(Upstream::default());
+        upstream.replies.lock().unwrap().extend(replies);
+        let app = axum::Router::new()
+            .route("/v1/chat/completions", post(chat))
+            .route("/weather", post(weather))
+            .route("/slow", post(slow))
+            .with_state(Arc::clone(&upstream));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        FakeOpenAi { addr, upstream }
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    pub fn requests(&self) -> Vec<Value> {
+        self.upstream.requests.lock().unwrap().clone()
+    }
+
+    /// A gateway config with one agent `a` on this upstream plus the given extra TOML.
+    pub fn config(&self, extra_agent_toml: &str) -> String {
+        format!(
+            r#"
+[server]
+keepalive_secs = 1
+[[agents]]
+id = "a"
+system_prompt = "You are a test agent."
+max_iterations = 4
+{extra_agent_toml}
+[agents.model]
+provider = "openai"
+model_id = "gpt-test"
+base_url = "{base}"
+[[agents.tools]]
+type = "http"
+name = "get_weather"
+description = "Current weather for a city"
+url = "http://{addr}/weather"
+parameters = {{ type = "object", properties = {{ city = {{ type = "string" }} }}, required = ["city"] }}
+"#,
+            base = self.base_url(),
+            addr = self.addr
+        )
+    }
+}
+
+// ------------------------------------------------------------------ chunk builders
+
+pub fn text_chunks(text: &str) -> Vec<Value> {
+    let mut out: Vec<Value> = text
+        .split_inclusive(' ')
+        .map(|piece| json!({"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]}))
+        .collect();
+    out.push(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}));
+    out.push(json!({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}));
+    out
+}
+
+pub fn call_start(index: u32, id: &str, name: &str) -> Value {
+    json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": index, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}]}}]})
+}
+
+pub fn call_args(index: u32, fragment: &str) -> Value {
+    json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": index, "function": {"arguments": fragment}}]}}]})
+}
+
+pub fn finish(reason: &str) -> Value {
+    json!({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})
+}
+
+/// A turn with one tool call whose arguments arrive in two fragments.
+pub fn tool_call_turn(id: &str, name: &str, args: &str) -> Vec<Value> {
+    let mid = args.len() / 2;
+    vec![
+        call_start(0, id, name),
+        call_args(0, &args[..mid]),
+        call_args(0, &args[mid..]),
+        finish("tool_calls"),
+    ]
+}

@@ -1,0 +1,114 @@
+/// Upstream failures end the run with RUN_ERROR and a code, after closing whatever was open;
+/// the stream stays valid for the client.
+mod common;
+
+use common::*;
+use serde_json::json;
+
+fn user(thread: &str) -> serde_json::Value {
+    run_input(
+        thread,
+        json!([{"id": "u", "role": "user", "content": "hi"}]),
+    )
+}
+
+#[tokio::test]
+async fn upstream_500_becomes_run_error_with_the_upstream_message() {
+    let up = FakeOpenAi::start(vec![Reply::Status(
+        500,
+        r#"{"error":{"message":"model overloaded"}}"#.into(),
+    )])
+    .await;
+    let gw = Gateway::start(&up.config("")).await;
+    let events = gw.run("a", &user("t-500")).await;
+    assert_eq!(types(&events), ["RUN_STARTED", "RUN_ERROR"]);
+    let err = &events[1];
+    assert_eq!(err["code"], "UPSTREAM_HTTP_ERROR");
+    assert!(err["message"].as_str().unwrap().contains("HTTP 500"));
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap()
+            .contains("model overloaded")
+    );
+}
+
+#[tokio::test]
+async fn a_stream_cut_mid_message_closes_the_message_then_errors() {
+    let partial = vec![
+        json!({"choices": [{"index": 0, "delta": {"content": "Half a sen"}}]}),
+        call_start(0, "call_cut", "get_weather"),
+        call_args(0, r#"{"ci"#),
+    ];
+    let up = FakeOpenAi::start(vec![Reply::Cut(partial)]).await;
+    let gw = Gateway::start(&up.config("")).await;
+    let events = gw.run("a", &user("t-cut")).await;
+    assert_eq!(
+        types(&events),
+        [
+            "RUN_STARTED",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_CONTENT",
+            "TOOL_CALL_START",
+            "TOOL_CALL_ARGS",
+            "TEXT_MESSAGE_END",
+            "TOOL_CALL_END",
+            "RUN_ERROR"
+        ]
+    );
+    assert_eq!(
+        events.last().unwrap()["code"],
+        "UPSTREAM_STREAM_INTERRUPTED"
+    );
+    assert!(
+        up.upstream.tool_calls.lock().unwrap().is_empty(),
+        "an incomplete call is never executed"
+    );
+}
+
+#[tokio::test]
+async fn a_stream_that_ends_without_finishing_is_an_interruption() {
+    // The server closes the body cleanly but never said finish_reason or [DONE].
+    let up = FakeOpenAi::start(vec![Reply::Sse(vec![])]).await;
+    let gw = Gateway::start(&up.config("")).await;
+    // Reply::Sse appends [DONE]: that alone is a valid (empty) turn.
+    let events = gw.run("a", &user("t-empty")).await;
+    assert_eq!(types(&events), ["RUN_STARTED", "RUN_FINISHED"]);
+}
+
+#[tokio::test]
+async fn an_error_chunk_inside_the_stream_is_reported() {
+    let up = FakeOpenAi::start(vec![Reply::Sse(vec![
+        json!({"choices": [{"index": 0, "delta": {"content": "Start"}}]}),
+        json!({"error": {"message": "context length exceeded", "code": "context_length_exceeded"}}),
+    ])])
+    .await;
+    let gw = Gateway::start(&up.config("")).await;
+    let events = gw.run("a", &user("t-errchunk")).await;
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "RUN_ERROR");
+    assert_eq!(last["code"], "UPSTREAM_ERROR");
+    assert!(
+        last["message"]
+            .as_str()
+            .unwrap()
+            .contains("context length exceeded")
+    );
+    assert_eq!(events[events.len() - 2]["type"], "TEXT_MESSAGE_END");
+}
+
+#[tokio::test]
+async fn an_unreachable_upstream_is_reported() {
+    // Bind and drop a listener to get a port nothing listens on.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let up = FakeOpenAi::start(vec![]).await;
+    let config = up
+        .config("")
+        .replace(&up.base_url(), &format!("http://127.0.0.1:{port}/v1"));
+    let gw = Gateway::start(&config).await;
+    let events = gw.run("a", &user("t-down")).await;
+    assert_eq!(events.last().unwrap()["code"], "UPSTREAM_UNAVAILABLE");
+}
