@@ -49,9 +49,9 @@ async fn a_stream_cut_mid_message_closes_the_message_then_errors() {
             "RUN_STARTED",
             "TEXT_MESSAGE_START",
             "TEXT_MESSAGE_CONTENT",
+            "TEXT_MESSAGE_END",
             "TOOL_CALL_START",
             "TOOL_CALL_ARGS",
-            "TEXT_MESSAGE_END",
             "TOOL_CALL_END",
             "RUN_ERROR"
         ]

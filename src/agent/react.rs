@@ -324,6 +324,8 @@ impl Run<'_> {
         let message_id = new_id("msg");
         let mut text = String::new();
         let mut text_open = false;
+        let mut text_id = message_id.clone();
+        let mut text_segments = 0u32;
         let mut reasoning: Option<OpenReasoning> = None;
         let mut blocks = Vec::new();
         let mut calls: Vec<Call> = Vec::new();
@@ -364,9 +366,15 @@ impl Run<'_> {
                     self.close_reasoning(&mut reasoning, &mut blocks).await?;
                     if !text_open {
                         text_open = true;
+                        // The turn's first text message carries the turn's id (tool calls name
+                        // it as parent); text resuming after a tool call gets a new one.
+                        if text_segments > 0 {
+                            text_id = new_id("msg");
+                        }
+                        text_segments += 1;
                         self.emitter
                             .emit(Event::TextMessageStart {
-                                message_id: message_id.clone(),
+                                message_id: text_id.clone(),
                                 role: Some("assistant".into()),
                                 name: None,
                             })
@@ -375,13 +383,22 @@ impl Run<'_> {
                     text.push_str(&delta);
                     self.emitter
                         .emit(Event::TextMessageContent {
-                            message_id: message_id.clone(),
+                            message_id: text_id.clone(),
                             delta,
                         })
                         .await?;
                 }
                 ModelEvent::ToolCallStart { id, name } => {
                     self.close_reasoning(&mut reasoning, &mut blocks).await?;
+                    // Text is closed before a call streams, as clients render them in turn.
+                    if text_open {
+                        text_open = false;
+                        self.emitter
+                            .emit(Event::TextMessageEnd {
+                                message_id: text_id.clone(),
+                            })
+                            .await?;
+                    }
                     let wire_id = self.assign_call_id(&id);
                     self.emitter
                         .emit(Event::ToolCallStart {
@@ -429,7 +446,9 @@ impl Run<'_> {
         self.close_reasoning(&mut reasoning, &mut blocks).await?;
         if text_open {
             self.emitter
-                .emit(Event::TextMessageEnd { message_id })
+                .emit(Event::TextMessageEnd {
+                    message_id: text_id,
+                })
                 .await?;
         }
         for call in calls.iter_mut() {

@@ -1,0 +1,39 @@
+/// The real `@ag-ui/client` packages (1.0.0 and 0.0.58, from npm) accept every stream the
+/// gateway sends: chat, reasoning, frontend-tool round trip and backend tool, on the embedded
+/// default demo agent.
+use std::path::Path;
+use std::process::Stdio;
+
+use agui_gateway::{AppState, config::Config};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_ag_ui_clients_accept_the_gateway_streams() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance");
+    assert!(
+        dir.join("node_modules/@ag-ui/client").exists() && dir.join("node_modules/agui0").exists(),
+        "conformance/node_modules is missing: run `npm ci --prefix conformance` (scripts/test.sh does)"
+    );
+    let config = Config::load(None).unwrap();
+    let state = AppState::from_config(&config).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(agui_gateway::serve(listener, state, std::future::pending()));
+
+    let out = tokio::process::Command::new("node")
+        .arg(dir.join("run.mjs"))
+        .arg(format!("http://{addr}"))
+        .current_dir(&dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .expect("node must be installed");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stdout}\n{stderr}");
+    assert!(
+        out.status.success(),
+        "conformance failed:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("6 passed, 0 failed"), "{stdout}");
+}
