@@ -277,7 +277,7 @@ impl Run<'_> {
 
     async fn finish(&mut self, pending: Vec<String>) -> Result<(), Halt> {
         let v1 = self.emitter.is_v1();
-        let outcome = (v1 && !pending.is_empty()).then(|| Outcome::Success {
+        let outcome = (v1 && !pending.is_empty()).then_some(Outcome::Success {
             pending_tool_call_ids: Some(pending),
         });
         let usage = (v1 && self.model_calls > 0).then(|| vec![self.token_usage()]);

@@ -132,7 +132,7 @@ impl Verifier {
                 self.open_steps.remove(i);
             }
             Event::TextMessageStart { message_id, .. } => {
-                self.claim_id(message_id).or_else(|r| fail(r))?;
+                self.claim_id(message_id).or_else(&fail)?;
                 self.open_text.push(message_id.clone());
             }
             Event::TextMessageContent { message_id, delta } => {
@@ -150,7 +150,7 @@ impl Verifier {
                 self.open_text.remove(i);
             }
             Event::ToolCallStart { tool_call_id, .. } => {
-                self.claim_id(tool_call_id).or_else(|r| fail(r))?;
+                self.claim_id(tool_call_id).or_else(&fail)?;
                 self.open_calls.insert(tool_call_id.clone(), String::new());
                 self.open_call_order.push(tool_call_id.clone());
             }
@@ -192,7 +192,7 @@ impl Verifier {
                 if self.answered_calls.contains(tool_call_id) {
                     return fail(format!("second result for call {tool_call_id:?}"));
                 }
-                self.claim_id(message_id).or_else(|r| fail(r))?;
+                self.claim_id(message_id).or_else(&fail)?;
                 self.answered_calls.insert(tool_call_id.clone());
             }
             Event::ReasoningStart { message_id } => {
@@ -205,7 +205,7 @@ impl Verifier {
                 if self.reasoning_span.is_none() {
                     return fail("no open reasoning span".into());
                 }
-                self.claim_id(message_id).or_else(|r| fail(r))?;
+                self.claim_id(message_id).or_else(&fail)?;
                 self.open_reasoning.push(message_id.clone());
             }
             Event::ReasoningMessageContent { message_id, delta } => {
