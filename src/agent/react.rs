@@ -491,28 +491,31 @@ impl Run<'_> {
         &mut self,
         slot: &'r mut Option<OpenReasoning>,
     ) -> Result<&'r mut OpenReasoning, Halt> {
-        if slot.is_none() {
-            let span_id = new_id("rsn");
-            let message_id = new_id("msg");
-            self.emitter
-                .emit(Event::ReasoningStart {
-                    message_id: span_id.clone(),
-                })
-                .await?;
-            self.emitter
-                .emit(Event::ReasoningMessageStart {
-                    message_id: message_id.clone(),
-                    role: "reasoning".into(),
-                })
-                .await?;
-            *slot = Some(OpenReasoning {
-                span_id,
-                message_id,
-                text: String::new(),
-                signature: None,
-            });
-        }
-        Ok(slot.as_mut().expect("reasoning slot was just filled"))
+        let open = match slot.take() {
+            Some(open) => open,
+            None => {
+                let span_id = new_id("rsn");
+                let message_id = new_id("msg");
+                self.emitter
+                    .emit(Event::ReasoningStart {
+                        message_id: span_id.clone(),
+                    })
+                    .await?;
+                self.emitter
+                    .emit(Event::ReasoningMessageStart {
+                        message_id: message_id.clone(),
+                        role: "reasoning".into(),
+                    })
+                    .await?;
+                OpenReasoning {
+                    span_id,
+                    message_id,
+                    text: String::new(),
+                    signature: None,
+                }
+            }
+        };
+        Ok(slot.insert(open))
     }
 
     async fn close_reasoning(
