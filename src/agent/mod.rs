@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{AgentConfig, ProviderConfig, ToolConfig};
+use crate::model::anthropic::{AnthropicProvider, AnthropicSettings};
+use crate::model::bedrock::{BedrockProvider, BedrockSettings};
 use crate::model::openai::{OpenAiProvider, OpenAiSettings};
 use crate::model::scripted::ScriptedProvider;
 use crate::model::{InferenceParams, Provider};
@@ -48,25 +50,61 @@ impl std::fmt::Debug for Agent {
 impl Agent {
     /// Builds an agent from resolved config, sharing `client` for all HTTP traffic.
     pub fn build(cfg: &AgentConfig, client: &reqwest::Client) -> Result<Self, String> {
+        let idle_timeout = Duration::from_secs(cfg.model.idle_timeout_secs);
+        let model_id = cfg.model.model_id.clone();
         let provider: Arc<dyn Provider> = match &cfg.model.provider {
             ProviderConfig::OpenAi {
                 base_url,
                 api_key,
                 headers,
+                extra,
             } => Arc::new(OpenAiProvider::new(
                 client.clone(),
                 OpenAiSettings {
                     base_url: base_url.clone(),
-                    model_id: cfg.model.model_id.clone(),
+                    model_id,
                     api_key: api_key.clone(),
                     headers: headers.clone(),
-                    idle_timeout: Duration::from_secs(cfg.model.idle_timeout_secs),
+                    extra: extra.clone(),
+                    idle_timeout,
                 },
             )),
-            ProviderConfig::Scripted { fixture } => Arc::new(ScriptedProvider::new(
-                fixture.clone(),
-                cfg.model.model_id.clone(),
+            ProviderConfig::Anthropic {
+                base_url,
+                api_key,
+                version,
+                headers,
+                extra,
+            } => Arc::new(AnthropicProvider::new(
+                client.clone(),
+                AnthropicSettings {
+                    base_url: base_url.clone(),
+                    model_id,
+                    api_key: api_key.clone(),
+                    version: version.clone(),
+                    headers: headers.clone(),
+                    extra: extra.clone(),
+                    idle_timeout,
+                },
             )),
+            ProviderConfig::Bedrock {
+                region,
+                endpoint_url,
+                credentials,
+                bearer_token,
+                extra,
+            } => Arc::new(BedrockProvider::new(BedrockSettings {
+                model_id,
+                region: region.clone(),
+                endpoint_url: endpoint_url.clone(),
+                credentials: credentials.clone(),
+                bearer_token: bearer_token.clone(),
+                extra: extra.clone(),
+                idle_timeout,
+            })),
+            ProviderConfig::Scripted { fixture } => {
+                Arc::new(ScriptedProvider::new(fixture.clone(), model_id))
+            }
         };
         let mut tools = Registry::default();
         for t in &cfg.tools {

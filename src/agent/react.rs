@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Agent;
 use crate::conversation::from_agui::{self, context_prompt};
-use crate::conversation::{ContentBlock, Message, Role, ToolResultBlock, ToolSpec};
+use crate::conversation::{ContentBlock, Message, Role, ToolResultBlock, ToolSpec, redacted_value};
 use crate::model::{ModelError, ModelEvent, ModelRequest, StopReason, Usage};
 use crate::protocol::events::{EncryptedSubtype, Event, Outcome, TokenUsage, ToolResultContent};
 use crate::protocol::input::RunAgentInput;
@@ -124,6 +124,8 @@ struct OpenReasoning {
     message_id: String,
     text: String,
     signature: Option<String>,
+    /// Set when this message stands for a redacted block.
+    redacted: Option<String>,
 }
 
 impl Run<'_> {
@@ -356,7 +358,7 @@ impl Run<'_> {
                 ModelEvent::RedactedReasoning(data) => {
                     // A redacted block is its own reasoning message carrying only the payload.
                     self.close_reasoning(&mut reasoning, &mut blocks).await?;
-                    self.open_reasoning(&mut reasoning).await?.signature = Some(data);
+                    self.open_reasoning(&mut reasoning).await?.redacted = Some(data);
                     self.close_reasoning(&mut reasoning, &mut blocks).await?;
                 }
                 ModelEvent::TextDelta(delta) => {
@@ -439,6 +441,9 @@ impl Run<'_> {
                         self.end_call(&mut calls[i]).await?;
                     }
                 }
+                ModelEvent::ReasoningEnd => {
+                    self.close_reasoning(&mut reasoning, &mut blocks).await?;
+                }
                 ModelEvent::Usage(u) => self.usage.add(&u),
                 ModelEvent::Stop(reason) => stop = Some(reason),
             }
@@ -512,6 +517,7 @@ impl Run<'_> {
                     message_id,
                     text: String::new(),
                     signature: None,
+                    redacted: None,
                 }
             }
         };
@@ -529,12 +535,17 @@ impl Run<'_> {
                 message_id: r.message_id.clone(),
             })
             .await?;
-        if let Some(sig) = &r.signature {
+        let secret = match (&r.redacted, &r.signature) {
+            (Some(data), _) => Some(redacted_value(data)),
+            (None, Some(sig)) => Some(sig.clone()),
+            (None, None) => None,
+        };
+        if let Some(encrypted_value) = secret {
             self.emitter
                 .emit(Event::ReasoningEncryptedValue {
                     subtype: EncryptedSubtype::Message,
                     entity_id: r.message_id.clone(),
-                    encrypted_value: sig.clone(),
+                    encrypted_value,
                 })
                 .await?;
         }
@@ -543,9 +554,12 @@ impl Run<'_> {
                 message_id: r.span_id,
             })
             .await?;
-        blocks.push(ContentBlock::Reasoning {
-            text: r.text,
-            signature: r.signature,
+        blocks.push(match r.redacted {
+            Some(data) => ContentBlock::RedactedReasoning { data },
+            None => ContentBlock::Reasoning {
+                text: r.text,
+                signature: r.signature,
+            },
         });
         Ok(())
     }

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::{
     ContentBlock, Conversation, Media, MediaKind, MediaSource, Message, Role, ToolResultBlock,
+    reasoning_block,
 };
 use crate::protocol::input::{Content, ContextItem, InputMessage, Part, Source};
 
@@ -92,10 +93,7 @@ pub fn convert(messages: &[InputMessage]) -> Converted {
                 encrypted_value,
                 ..
             } => {
-                pending_reasoning.push(ContentBlock::Reasoning {
-                    text: content.text(),
-                    signature: encrypted_value.clone(),
-                });
+                pending_reasoning.push(reasoning_block(content.text(), encrypted_value.as_deref()));
             }
             InputMessage::Activity => {}
         }
@@ -443,6 +441,7 @@ mod tests {
             r#"[{"id":"1","role":"user","content":"hi"},
                 {"id":"2","role":"tool","toolCallId":"zzz","content":"lost"},
                 {"id":"3","role":"reasoning","content":"thinking","encryptedValue":"sig"},
+                {"id":"3b","role":"reasoning","content":"","encryptedValue":"redacted:QUJD"},
                 {"id":"4","role":"assistant","content":"hello"},
                 {"id":"5","role":"activity","activityType":"x","content":{}}]"#,
         );
@@ -451,6 +450,12 @@ mod tests {
         assert!(m[0].text().contains("lost"));
         assert!(
             matches!(&m[1].content[0], ContentBlock::Reasoning { text, signature: Some(s) } if text == "thinking" && s == "sig")
+        );
+        assert_eq!(
+            m[1].content[1],
+            ContentBlock::RedactedReasoning {
+                data: "QUJD".into()
+            }
         );
     }
 

@@ -82,14 +82,42 @@ pub enum ContentBlock {
         #[serde(default)]
         is_error: bool,
     },
-    /// The model's reasoning, with the provider's signature or redacted payload.
+    /// The model's reasoning, with the provider's signature over it.
     Reasoning {
-        /// The reasoning text (empty when redacted).
+        /// The reasoning text.
         text: String,
-        /// The provider's signature over the text.
+        /// The provider's signature over the text (Anthropic and Bedrock Claude require it
+        /// back on tool-use turns).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signature: Option<String>,
     },
+    /// Reasoning the provider encrypted: an opaque payload to hand back unchanged.
+    RedactedReasoning {
+        /// The provider's opaque data.
+        data: String,
+    },
+}
+
+/// How reasoning secrets travel in AG-UI `encryptedValue`s: a signature as it is, a redacted
+/// block's payload behind this prefix (signatures are base64 and never contain a colon).
+pub const REDACTED_PREFIX: &str = "redacted:";
+
+/// The `encryptedValue` for a redacted reasoning payload.
+pub fn redacted_value(data: &str) -> String {
+    format!("{REDACTED_PREFIX}{data}")
+}
+
+/// The reasoning block a client-returned reasoning message stands for.
+pub fn reasoning_block(text: String, encrypted_value: Option<&str>) -> ContentBlock {
+    match encrypted_value {
+        Some(v) if v.starts_with(REDACTED_PREFIX) => ContentBlock::RedactedReasoning {
+            data: v[REDACTED_PREFIX.len()..].to_string(),
+        },
+        other => ContentBlock::Reasoning {
+            text,
+            signature: other.map(str::to_string),
+        },
+    }
 }
 
 /// The content of a tool result.

@@ -1,8 +1,11 @@
 //! The provider boundary: one object-safe [`Provider`] trait streaming provider-neutral
 //! [`ModelEvent`]s. Wire types stay inside each provider's module.
 
+pub mod anthropic;
+pub mod bedrock;
 pub mod openai;
 pub mod scripted;
+pub mod sse;
 
 use futures::stream::BoxStream;
 use serde_json::Value;
@@ -20,6 +23,8 @@ pub struct InferenceParams {
     pub top_p: Option<f32>,
     /// Stop sequences.
     pub stop: Vec<String>,
+    /// Reasoning effort for models that take one (`low`, `medium`, `high`).
+    pub reasoning_effort: Option<String>,
 }
 
 /// One model call.
@@ -98,6 +103,8 @@ pub enum ModelEvent {
     ReasoningSignature(String),
     /// A reasoning block the provider redacted, as its opaque payload.
     RedactedReasoning(String),
+    /// The current reasoning block is complete (the next reasoning starts a new block).
+    ReasoningEnd,
     /// A tool call begins.
     ToolCallStart {
         /// The call's id.

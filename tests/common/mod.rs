@@ -2,6 +2,8 @@
 //! SSE over HTTP, and an SSE reader that checks every stream with the gateway's own verifier.
 #![allow(dead_code)]
 
+pub mod bedrock_fake;
+
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -52,6 +52,9 @@ pub fn request_body(model: &str, req: &ModelRequest) -> Result<Value, ModelError
     if !p.stop.is_empty() {
         body.insert("stop".into(), json!(p.stop));
     }
+    if let Some(e) = &p.reasoning_effort {
+        body.insert("reasoning_effort".into(), json!(e));
+    }
     Ok(Value::Object(body))
 }
 
@@ -83,7 +86,9 @@ fn user_turn(blocks: &[ContentBlock], out: &mut Vec<Value>) -> Result<(), ModelE
                 only_text = false;
                 parts.push(media_part(m)?);
             }
-            ContentBlock::ToolUse { .. } | ContentBlock::Reasoning { .. } => {}
+            ContentBlock::ToolUse { .. }
+            | ContentBlock::Reasoning { .. }
+            | ContentBlock::RedactedReasoning { .. } => {}
         }
     }
     if parts.is_empty() {

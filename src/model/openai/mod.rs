@@ -7,14 +7,11 @@ pub mod wire;
 
 use std::time::Duration;
 
-use eventsource_stream::Eventsource;
 use futures::StreamExt;
 
-use super::{ModelError, ModelRequest, ModelStream, Provider, error_message_from_body, scrub};
+use super::sse::{self, SseNormaliser};
+use super::{ModelError, ModelEvent, ModelRequest, ModelStream, Provider};
 use crate::config::Secret;
-
-/// Upstream error bodies are read up to this many bytes.
-const MAX_ERROR_BODY: usize = 16 * 1024;
 
 /// Settings of one OpenAI-compatible model.
 #[derive(Debug, Clone)]
@@ -27,6 +24,8 @@ pub struct OpenAiSettings {
     pub api_key: Option<Secret>,
     /// Extra request headers.
     pub headers: Vec<(String, Secret)>,
+    /// Merged into every request body (server-specific options).
+    pub extra: serde_json::Map<String, serde_json::Value>,
     /// The longest silence tolerated between two stream chunks.
     pub idle_timeout: Duration,
 }
@@ -64,6 +63,12 @@ impl Provider for OpenAiProvider {
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
         let body = match convert::request_body(&self.settings.model_id, &request) {
+            Ok(serde_json::Value::Object(mut b)) => {
+                for (k, v) in &self.settings.extra {
+                    b.insert(k.clone(), v.clone());
+                }
+                serde_json::Value::Object(b)
+            }
             Ok(b) => b,
             Err(e) => return futures::stream::once(async move { Err(e) }).boxed(),
         };
@@ -78,94 +83,26 @@ impl Provider for OpenAiProvider {
         for (name, value) in &self.settings.headers {
             builder = builder.header(name.as_str(), value.expose());
         }
-        let secret = self.settings.api_key.clone();
-        let idle = self.settings.idle_timeout;
-        async_stream::stream! {
-            let secret = secret.as_ref().map(|s| s.expose());
-            let resp = match builder.send().await {
-                Ok(r) => r,
-                Err(e) => {
-                    yield Err(ModelError::Connect(scrub(&error_chain(&e), secret, 500)));
-                    return;
-                }
-            };
-            let status = resp.status();
-            if !status.is_success() {
-                let body = read_capped(resp, MAX_ERROR_BODY).await;
-                let message = scrub(&error_message_from_body(&body), secret, 1000);
-                yield Err(ModelError::Http { status: status.as_u16(), message });
-                return;
-            }
-            let mut events = resp.bytes_stream().eventsource();
-            let mut state = stream::StreamState::default();
-            loop {
-                let next = match tokio::time::timeout(idle, events.next()).await {
-                    Ok(n) => n,
-                    Err(_) => {
-                        yield Err(ModelError::Idle(idle.as_secs()));
-                        return;
-                    }
-                };
-                // `terminal`: after this step the stream is over whatever it yielded.
-                let (step, terminal) = match next {
-                    None => (state.eof(), true),
-                    Some(Err(e)) => (Err(ModelError::Interrupted(scrub(&e.to_string(), secret, 500))), true),
-                    Some(Ok(ev)) => {
-                        let data = ev.data.trim();
-                        if data.is_empty() {
-                            continue;
-                        }
-                        if data == "[DONE]" {
-                            (state.done(), true)
-                        } else {
-                            match serde_json::from_str::<wire::Chunk>(data) {
-                                Ok(chunk) => (state.step(chunk), false),
-                                Err(e) => (Err(ModelError::Protocol(format!("unreadable chunk: {e}"))), true),
-                            }
-                        }
-                    }
-                };
-                match step {
-                    Ok(events) => {
-                        for e in events {
-                            yield Ok(e);
-                        }
-                    }
-                    Err(e) => {
-                        yield Err(e);
-                        return;
-                    }
-                }
-                if terminal {
-                    return;
-                }
-            }
-        }
-        .boxed()
+        sse::stream(
+            builder,
+            self.settings.api_key.clone(),
+            self.settings.idle_timeout,
+            stream::StreamState::default(),
+        )
     }
 }
 
-/// An error with its causes, which reqwest keeps in `source()`.
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
-
-async fn read_capped(resp: reqwest::Response, cap: usize) -> String {
-    let mut body = Vec::new();
-    let mut stream = resp.bytes_stream();
-    while let Some(Ok(chunk)) = stream.next().await {
-        body.extend_from_slice(&chunk);
-        if body.len() >= cap {
-            body.truncate(cap);
-            break;
+impl SseNormaliser for stream::StreamState {
+    fn event(&mut self, _name: &str, data: &str) -> Result<(Vec<ModelEvent>, bool), ModelError> {
+        if data == "[DONE]" {
+            return Ok((self.done()?, true));
         }
+        let chunk = serde_json::from_str::<wire::Chunk>(data)
+            .map_err(|e| ModelError::Protocol(format!("unreadable chunk: {e}")))?;
+        Ok((self.step(chunk)?, false))
     }
-    String::from_utf8_lossy(&body).into_owned()
+
+    fn eof(&mut self) -> Result<Vec<ModelEvent>, ModelError> {
+        stream::StreamState::eof(self)
+    }
 }

@@ -1,0 +1,123 @@
+//! The transport shared by SSE-speaking providers (OpenAI-compatible, Anthropic): send the
+//! request, turn a failed status into [`ModelError::Http`], then feed each SSE event to the
+//! provider's pure normaliser under an idle limit.
+
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+
+use super::{ModelError, ModelEvent, ModelStream, error_message_from_body, scrub};
+use crate::config::Secret;
+
+/// Upstream error bodies are read up to this many bytes.
+const MAX_ERROR_BODY: usize = 16 * 1024;
+
+/// A provider's stream normaliser: pure functions of its own state and one SSE event.
+pub trait SseNormaliser: Send + 'static {
+    /// Consumes one event (`event:` name, possibly empty, and `data:`). Returns the model
+    /// events and whether the stream is complete after it.
+    fn event(&mut self, name: &str, data: &str) -> Result<(Vec<ModelEvent>, bool), ModelError>;
+    /// The connection ended without a terminal event.
+    fn eof(&mut self) -> Result<Vec<ModelEvent>, ModelError>;
+}
+
+/// Sends `request` and streams what `normaliser` makes of the answer. `secret` is scrubbed from
+/// every error message.
+pub fn stream(
+    request: reqwest::RequestBuilder,
+    secret: Option<Secret>,
+    idle: Duration,
+    mut normaliser: impl SseNormaliser,
+) -> ModelStream {
+    async_stream::stream! {
+        let secret = secret.as_ref().map(Secret::expose);
+        let resp = match request.send().await {
+            Ok(r) => r,
+            Err(e) => {
+                yield Err(ModelError::Connect(scrub(&error_chain(&e), secret, 500)));
+                return;
+            }
+        };
+        let status = resp.status();
+        if !status.is_success() {
+            let retry_after = resp
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok());
+            let body = read_capped(resp, MAX_ERROR_BODY).await;
+            let message = scrub(&error_message_from_body(&body), secret, 1000);
+            if let Some(secs) = retry_after {
+                tracing::debug!(secs, "upstream asked to retry after");
+            }
+            yield Err(ModelError::Http { status: status.as_u16(), message });
+            return;
+        }
+        let mut events = resp.bytes_stream().eventsource();
+        loop {
+            let next = match tokio::time::timeout(idle, events.next()).await {
+                Ok(n) => n,
+                Err(_) => {
+                    yield Err(ModelError::Idle(idle.as_secs()));
+                    return;
+                }
+            };
+            let (step, terminal) = match next {
+                None => (normaliser.eof(), true),
+                Some(Err(e)) => (Err(ModelError::Interrupted(scrub(&e.to_string(), secret, 500))), true),
+                Some(Ok(ev)) => {
+                    let data = ev.data.trim();
+                    if data.is_empty() {
+                        continue;
+                    }
+                    match normaliser.event(&ev.event, data) {
+                        Ok((events, done)) => (Ok(events), done),
+                        Err(e) => (Err(e), true),
+                    }
+                }
+            };
+            match step {
+                Ok(events) => {
+                    for e in events {
+                        yield Ok(e);
+                    }
+                }
+                Err(e) => {
+                    yield Err(e);
+                    return;
+                }
+            }
+            if terminal {
+                return;
+            }
+        }
+    }
+    .boxed()
+}
+
+/// An error with its causes, which reqwest keeps in `source()`.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// Reads at most `cap` bytes of a body, lossily as text.
+pub async fn read_capped(resp: reqwest::Response, cap: usize) -> String {
+    let mut body = Vec::new();
+    let mut stream = resp.bytes_stream();
+    while let Some(Ok(chunk)) = stream.next().await {
+        body.extend_from_slice(&chunk);
+        if body.len() >= cap {
+            body.truncate(cap);
+            break;
+        }
+    }
+    String::from_utf8_lossy(&body).into_owned()
+}
