@@ -63,6 +63,8 @@ struct FileConfig {
     #[serde(default)]
     server: ServerFile,
     #[serde(default)]
+    media: MediaFile,
+    #[serde(default)]
     agents: Vec<AgentFile>,
 }
 
@@ -75,6 +77,16 @@ struct ServerFile {
     model_idle_timeout_secs: Option<u64>,
     #[serde(default)]
     cors_origins: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MediaFile {
+    allow_schemes: Option<Vec<String>>,
+    allow_hosts: Option<Vec<String>>,
+    allow_private: Option<bool>,
+    max_bytes: Option<usize>,
+    timeout_secs: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -364,6 +376,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Server-wide settings.
     pub server: ServerSettings,
+    /// Where media URLs may be fetched from.
+    pub media: crate::model::media::MediaPolicy,
     /// The agents.
     pub agents: Vec<AgentConfig>,
 }
@@ -433,6 +447,26 @@ impl Config {
             cors_origins: s.cors_origins.unwrap_or(d.cors_origins),
         };
 
+        let md = crate::model::media::MediaPolicy::default();
+        let mf = raw.media;
+        let media = crate::model::media::MediaPolicy {
+            allow_schemes: mf.allow_schemes.unwrap_or(md.allow_schemes),
+            allow_hosts: mf.allow_hosts.unwrap_or(md.allow_hosts),
+            allow_private: mf.allow_private.unwrap_or(md.allow_private),
+            max_bytes: mf.max_bytes.unwrap_or(md.max_bytes),
+            timeout: mf
+                .timeout_secs
+                .map(std::time::Duration::from_secs)
+                .unwrap_or(md.timeout),
+        };
+        for (i, scheme) in media.allow_schemes.iter().enumerate() {
+            if !matches!(scheme.as_str(), "http" | "https") {
+                return Err(err(
+                    format!("media.allow_schemes[{i}]"),
+                    format!("{scheme:?}: only http and https can be fetched"),
+                ));
+            }
+        }
         let mut agents = Vec::new();
         let mut ids = std::collections::HashSet::new();
         for (i, a) in raw.agents.into_iter().enumerate() {
@@ -480,6 +514,7 @@ impl Config {
         Ok(Config {
             listen,
             server,
+            media,
             agents,
         })
     }

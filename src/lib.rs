@@ -68,10 +68,11 @@ impl AppState {
             .connect_timeout(Duration::from_secs(10))
             .pool_idle_timeout(Duration::from_secs(90))
             .build()?;
+        let media = Arc::new(config.media.clone());
         let mut agents = HashMap::new();
         for a in &config.agents {
-            let agent =
-                Agent::build(a, &client).map_err(|e| anyhow::anyhow!("agent {:?}: {e}", a.id))?;
+            let agent = Agent::build(a, &client, Arc::clone(&media))
+                .map_err(|e| anyhow::anyhow!("agent {:?}: {e}", a.id))?;
             agents.insert(a.id.clone(), Arc::new(agent));
         }
         Ok(Self(Arc::new(AppInner {

@@ -42,10 +42,19 @@ async fn a_backend_call_runs_and_the_loop_continues_in_the_same_run() {
             "TEXT_MESSAGE_CONTENT",
             "TEXT_MESSAGE_CONTENT",
             "TEXT_MESSAGE_END",
+            "CUSTOM",
             "RUN_FINISHED"
         ]
     );
     assert_eq!(args_of(&events, "call_w1"), r#"{"city":"Paris"}"#);
+    // Two model calls, each reported.
+    let report = &of_type(&events, "CUSTOM")[0]["value"];
+    assert_eq!(
+        report["per_turn_usage"].as_array().unwrap().len(),
+        1,
+        "the tool turn's stream had no usage chunk"
+    );
+    assert_eq!(report["per_turn_usage"][0]["turn"], 1);
     let result = of_type(&events, "TOOL_CALL_RESULT")[0];
     assert_eq!(result["toolCallId"], "call_w1");
     assert_eq!(result["role"], "tool");

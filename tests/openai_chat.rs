@@ -31,10 +31,15 @@ async fn chat_streams_text_and_sends_a_complete_request_upstream() {
             "TEXT_MESSAGE_CONTENT",
             "TEXT_MESSAGE_CONTENT",
             "TEXT_MESSAGE_END",
+            "CUSTOM",
             "RUN_FINISHED"
         ]
     );
     assert_eq!(text(&events), "Hello there, friend.");
+    let report = &of_type(&events, "CUSTOM")[0];
+    assert_eq!(report["name"], "token_usage");
+    assert_eq!(report["value"]["per_turn_usage"][0]["input_tokens"], 11);
+    assert_eq!(report["value"]["per_model_usage"][0]["call_count"], 1);
     assert_eq!(events[0]["threadId"], "t-chat");
     assert_eq!(events[0]["runId"], body["runId"]);
     assert_eq!(events[1]["role"], "assistant");

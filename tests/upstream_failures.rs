@@ -13,14 +13,12 @@ fn user(thread: &str) -> serde_json::Value {
 }
 
 #[tokio::test]
-async fn upstream_500_becomes_run_error_with_the_upstream_message() {
-    let up = FakeOpenAi::start(vec![Reply::Status(
-        500,
-        r#"{"error":{"message":"model overloaded"}}"#.into(),
-    )])
-    .await;
+async fn upstream_500_is_retried_then_becomes_run_error_with_the_upstream_message() {
+    let failure = Reply::Status(500, r#"{"error":{"message":"model overloaded"}}"#.into());
+    let up = FakeOpenAi::start(vec![failure.clone(), failure.clone(), failure]).await;
     let gw = Gateway::start(&up.config("")).await;
     let events = gw.run("a", &user("t-500")).await;
+    assert_eq!(up.requests().len(), 3, "first attempt and two retries");
     assert_eq!(types(&events), ["RUN_STARTED", "RUN_ERROR"]);
     let err = &events[1];
     assert_eq!(err["code"], "UPSTREAM_HTTP_ERROR");
@@ -31,6 +29,29 @@ async fn upstream_500_becomes_run_error_with_the_upstream_message() {
             .unwrap()
             .contains("model overloaded")
     );
+}
+
+#[tokio::test]
+async fn throttling_before_the_first_token_is_retried_transparently() {
+    let up = FakeOpenAi::start(vec![
+        Reply::Status(429, r#"{"error":{"message":"rate limited"}}"#.into()),
+        Reply::Sse(text_chunks("Made it.")),
+    ])
+    .await;
+    let gw = Gateway::start(&up.config("")).await;
+    let events = gw.run("a", &user("t-429")).await;
+    assert_eq!(text(&events), "Made it.");
+    assert_eq!(up.requests().len(), 2);
+    // A client error is not retried.
+    let up = FakeOpenAi::start(vec![Reply::Status(
+        400,
+        r#"{"error":{"message":"bad tools"}}"#.into(),
+    )])
+    .await;
+    let gw = Gateway::start(&up.config("")).await;
+    let events = gw.run("a", &user("t-400")).await;
+    assert_eq!(events.last().unwrap()["code"], "UPSTREAM_BAD_REQUEST");
+    assert_eq!(up.requests().len(), 1);
 }
 
 #[tokio::test]

@@ -2,13 +2,15 @@
 //! run them.
 
 pub mod react;
+pub mod usage;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{AgentConfig, ProviderConfig, ToolConfig};
+use crate::config::{AgentConfig, ProviderConfig, RetryPolicy, ToolConfig};
 use crate::model::anthropic::{AnthropicProvider, AnthropicSettings};
 use crate::model::bedrock::{BedrockProvider, BedrockSettings};
+use crate::model::media::MediaPolicy;
 use crate::model::openai::{OpenAiProvider, OpenAiSettings};
 use crate::model::scripted::ScriptedProvider;
 use crate::model::{InferenceParams, Provider};
@@ -34,6 +36,10 @@ pub struct Agent {
     pub params: InferenceParams,
     /// Backend tools.
     pub tools: Registry,
+    /// How model calls that fail before streaming are retried.
+    pub retry: RetryPolicy,
+    /// Where media URLs may be fetched from.
+    pub media: Arc<MediaPolicy>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -49,7 +55,11 @@ impl std::fmt::Debug for Agent {
 
 impl Agent {
     /// Builds an agent from resolved config, sharing `client` for all HTTP traffic.
-    pub fn build(cfg: &AgentConfig, client: &reqwest::Client) -> Result<Self, String> {
+    pub fn build(
+        cfg: &AgentConfig,
+        client: &reqwest::Client,
+        media: Arc<MediaPolicy>,
+    ) -> Result<Self, String> {
         let idle_timeout = Duration::from_secs(cfg.model.idle_timeout_secs);
         let model_id = cfg.model.model_id.clone();
         let provider: Arc<dyn Provider> = match &cfg.model.provider {
@@ -139,6 +149,8 @@ impl Agent {
             provider,
             params: cfg.model.params.clone(),
             tools,
+            retry: cfg.model.retry,
+            media,
         })
     }
 }

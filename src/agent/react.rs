@@ -4,6 +4,7 @@
 //! whose next run on the thread carries the result.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -11,10 +12,11 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::Agent;
+use super::usage::Ledger;
 use crate::conversation::from_agui::{self, context_prompt};
 use crate::conversation::{ContentBlock, Message, Role, ToolResultBlock, ToolSpec, redacted_value};
-use crate::model::{ModelError, ModelEvent, ModelRequest, StopReason, Usage};
-use crate::protocol::events::{EncryptedSubtype, Event, Outcome, TokenUsage, ToolResultContent};
+use crate::model::{ModelError, ModelEvent, ModelRequest, StopReason, Usage, media, retry};
+use crate::protocol::events::{EncryptedSubtype, Event, Outcome, ToolResultContent};
 use crate::protocol::input::RunAgentInput;
 use crate::protocol::verify::Violation;
 use crate::runs::{EmitError, Emitter};
@@ -57,8 +59,7 @@ pub async fn run(
         emitter,
         cancel,
         used_call_ids: HashSet::new(),
-        usage: Usage::default(),
-        model_calls: 0,
+        usage: Ledger::default(),
     };
     match run.drive().await {
         Ok(()) => {}
@@ -73,7 +74,10 @@ pub async fn run(
         }
         Err(Halt::Model(e)) => {
             tracing::warn!(thread = %input.thread_id, run = %input.run_id, error = %e, "model call failed");
-            run.emitter.fail(e.code(), e.to_string()).await;
+            let usage = run.usage.ag_ui();
+            run.emitter
+                .fail_with_usage(e.code(), e.to_string(), usage)
+                .await;
         }
         Err(Halt::Violation(v)) => {
             tracing::error!(thread = %input.thread_id, run = %input.run_id, violation = %v, "run stopped by the verifier");
@@ -95,8 +99,8 @@ struct Run<'a> {
     /// Tool-call ids already used in this thread: a provider that repeats ids (`call_0` every
     /// turn) would otherwise make the client attach new calls to old messages.
     used_call_ids: HashSet<String>,
-    usage: Usage,
-    model_calls: u32,
+    /// Token counts of every model call of the run.
+    usage: Ledger,
 }
 
 /// One tool call of a model turn.
@@ -162,6 +166,20 @@ impl Run<'_> {
                 .await?;
         }
         let mut messages = converted.conversation.messages;
+        let dropped = tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => return Err(Halt::Cancelled),
+            d = media::prepare(&mut messages, &*self.agent.provider, &self.agent.media) => d,
+        };
+        if !dropped.is_empty() {
+            tracing::info!(count = dropped.len(), "dropped media the model cannot take");
+            self.emitter
+                .emit(Event::Custom {
+                    name: "content_dropped".into(),
+                    value: json!(dropped),
+                })
+                .await?;
+        }
         if messages.is_empty() {
             // Nothing to answer (a client fetching initial state): an empty, successful run.
             return self.finish(Vec::new()).await;
@@ -194,18 +212,11 @@ impl Run<'_> {
                 params: self.agent.params.clone(),
             };
             let turn = self.model_turn(request).await?;
-            if let Some(reason) = &turn.stop
-                && !matches!(
-                    reason,
-                    StopReason::EndTurn | StopReason::ToolUse | StopReason::StopSequence
-                )
-            {
-                let reason = match reason {
-                    StopReason::MaxTokens => "max_tokens".to_string(),
-                    StopReason::ContentFiltered => "content_filtered".to_string(),
-                    StopReason::Other(o) => o.clone(),
-                    _ => String::new(),
-                };
+            if !matches!(
+                turn.stop,
+                None | Some(StopReason::EndTurn | StopReason::ToolUse | StopReason::StopSequence)
+            ) {
+                let reason = stop_reason_name(turn.stop.as_ref());
                 self.emitter
                     .emit(Event::Custom {
                         name: "model_stop".into(),
@@ -256,25 +267,37 @@ impl Run<'_> {
             })
             .await?;
         let id = new_id("msg");
+        self.say(
+            &id,
+            &format!(
+                "I stopped here: this run reached its limit of {limit} model calls (max_iterations) before I could finish. Ask me to continue if you need more."
+            ),
+        )
+        .await?;
+        self.finish(Vec::new()).await
+    }
+
+    /// Streams a whole assistant text message written by the gateway itself.
+    async fn say(&mut self, id: &str, text: &str) -> Result<(), Halt> {
         self.emitter
             .emit(Event::TextMessageStart {
-                message_id: id.clone(),
+                message_id: id.to_string(),
                 role: Some("assistant".into()),
                 name: None,
             })
             .await?;
         self.emitter
             .emit(Event::TextMessageContent {
-                message_id: id.clone(),
-                delta: format!(
-                    "I stopped here: this run reached its limit of {limit} model calls (max_iterations) before I could finish. Ask me to continue if you need more."
-                ),
+                message_id: id.to_string(),
+                delta: text.to_string(),
             })
             .await?;
         self.emitter
-            .emit(Event::TextMessageEnd { message_id: id })
+            .emit(Event::TextMessageEnd {
+                message_id: id.to_string(),
+            })
             .await?;
-        self.finish(Vec::new()).await
+        Ok(())
     }
 
     async fn finish(&mut self, pending: Vec<String>) -> Result<(), Halt> {
@@ -282,7 +305,15 @@ impl Run<'_> {
         let outcome = (v1 && !pending.is_empty()).then_some(Outcome::Success {
             pending_tool_call_ids: Some(pending),
         });
-        let usage = (v1 && self.model_calls > 0).then(|| vec![self.token_usage()]);
+        if !self.usage.is_empty() {
+            self.emitter
+                .emit(Event::Custom {
+                    name: "token_usage".into(),
+                    value: self.usage.report(),
+                })
+                .await?;
+        }
+        let usage = (v1 && !self.usage.is_empty()).then(|| self.usage.ag_ui());
         self.emitter
             .emit(Event::RunFinished {
                 thread_id: self.input.thread_id.clone(),
@@ -293,20 +324,6 @@ impl Run<'_> {
             })
             .await?;
         Ok(())
-    }
-
-    fn token_usage(&self) -> TokenUsage {
-        let u = &self.usage;
-        TokenUsage {
-            provider: Some(self.agent.provider.name().to_string()),
-            model: Some(self.agent.provider.model_id().to_string()),
-            input_tokens: Some(u.input_tokens),
-            output_tokens: Some(u.output_tokens),
-            total_tokens: Some(u.input_tokens + u.output_tokens),
-            reasoning_tokens: u.reasoning_tokens,
-            cached_input_tokens: u.cached_input_tokens,
-            cache_write_input_tokens: u.cache_write_input_tokens,
-        }
     }
 
     fn assign_call_id(&mut self, provider_id: &str) -> String {
@@ -322,7 +339,7 @@ impl Run<'_> {
 
     /// Streams one model call as AG-UI events and collects what it said.
     async fn model_turn(&mut self, request: ModelRequest) -> Result<Turn, Halt> {
-        self.model_calls += 1;
+        let mut call_usage: Option<Usage> = None;
         let message_id = new_id("msg");
         let mut text = String::new();
         let mut text_open = false;
@@ -332,7 +349,8 @@ impl Run<'_> {
         let mut blocks = Vec::new();
         let mut calls: Vec<Call> = Vec::new();
         let mut stop = None;
-        let mut stream = self.agent.provider.stream(request);
+        let mut stream =
+            retry::stream_with_retries(Arc::clone(&self.agent.provider), request, self.agent.retry);
         loop {
             let next = tokio::select! {
                 biased;
@@ -444,7 +462,7 @@ impl Run<'_> {
                 ModelEvent::ReasoningEnd => {
                     self.close_reasoning(&mut reasoning, &mut blocks).await?;
                 }
-                ModelEvent::Usage(u) => self.usage.add(&u),
+                ModelEvent::Usage(u) => call_usage.get_or_insert_with(Usage::default).add(&u),
                 ModelEvent::Stop(reason) => stop = Some(reason),
             }
         }
@@ -459,8 +477,31 @@ impl Run<'_> {
         for call in calls.iter_mut() {
             self.end_call(call).await?;
         }
-        if !text.is_empty() {
+        if let Some(u) = call_usage {
+            self.usage.record(
+                self.agent.provider.name(),
+                self.agent.provider.model_id(),
+                u,
+            );
+        }
+        let produced_text = !text.is_empty();
+        if produced_text {
             blocks.push(ContentBlock::Text { text });
+        }
+        if matches!(
+            stop,
+            Some(StopReason::ContentFiltered | StopReason::Other(_))
+        ) && !produced_text
+            && calls.is_empty()
+        {
+            // A turn stopped by a filter or guardrail with nothing to show: say so in the chat.
+            let reason = stop_reason_name(stop.as_ref());
+            let id = new_id("msg");
+            self.say(
+                &id,
+                &format!("The model stopped without an answer ({reason})."),
+            )
+            .await?;
         }
         Ok(Turn {
             blocks,
@@ -615,6 +656,19 @@ impl Run<'_> {
                 }
             })
             .collect())
+    }
+}
+
+/// The snake_case name of a stop reason, as reported to clients.
+fn stop_reason_name(stop: Option<&StopReason>) -> String {
+    match stop {
+        None => "unknown".into(),
+        Some(StopReason::EndTurn) => "end_turn".into(),
+        Some(StopReason::ToolUse) => "tool_use".into(),
+        Some(StopReason::MaxTokens) => "max_tokens".into(),
+        Some(StopReason::StopSequence) => "stop_sequence".into(),
+        Some(StopReason::ContentFiltered) => "content_filtered".into(),
+        Some(StopReason::Other(o)) => o.clone(),
     }
 }
 

@@ -3,7 +3,9 @@
 
 pub mod anthropic;
 pub mod bedrock;
+pub mod media;
 pub mod openai;
+pub mod retry;
 pub mod scripted;
 pub mod sse;
 
@@ -199,6 +201,10 @@ pub trait Provider: Send + Sync + 'static {
     fn model_id(&self) -> &str;
     /// Starts one streaming model call.
     fn stream(&self, request: ModelRequest) -> ModelStream;
+    /// How this provider takes a media block (by default: as it is).
+    fn media_support(&self, _media: &crate::conversation::Media) -> media::MediaSupport {
+        media::MediaSupport::Native
+    }
 }
 
 /// Removes `secret` from `text` and caps its length, for error messages that quote upstreams.

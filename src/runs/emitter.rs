@@ -6,7 +6,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use crate::protocol::encode::{now_ms, sse_frame};
-use crate::protocol::events::{Envelope, Event, Outcome, ToolResultContent};
+use crate::protocol::events::{Envelope, Event, Outcome, TokenUsage, ToolResultContent};
 use crate::protocol::verify::{Verifier, Violation};
 
 /// Why an event could not be sent.
@@ -69,6 +69,16 @@ impl Emitter {
     /// Ends the run with `RUN_ERROR` after closing whatever is open. Never fails: a gone
     /// client simply does not get it.
     pub async fn fail(&mut self, code: &str, message: impl Into<String>) {
+        self.fail_with_usage(code, message, Vec::new()).await;
+    }
+
+    /// [`Emitter::fail`], reporting the tokens the run used (1.0 clients only).
+    pub async fn fail_with_usage(
+        &mut self,
+        code: &str,
+        message: impl Into<String>,
+        usage: Vec<TokenUsage>,
+    ) {
         if self.verifier.is_closed() {
             return;
         }
@@ -80,10 +90,11 @@ impl Emitter {
                 }
             }
         }
+        let usage = (self.v1 && !usage.is_empty()).then_some(usage);
         let e = Event::RunError {
             message: message.into(),
             code: Some(code.to_string()),
-            usage: None,
+            usage,
         };
         self.verifier.force(&e);
         let _ = self.send(e).await;

@@ -311,6 +311,7 @@ max_iterations = 4
 provider = "openai"
 model_id = "gpt-test"
 base_url = "{base}"
+retry_initial_backoff_ms = 5
 [[agents.tools]]
 type = "http"
 name = "get_weather"

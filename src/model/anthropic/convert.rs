@@ -4,6 +4,7 @@ use base64::Engine;
 use serde_json::{Map, Value, json};
 
 use crate::conversation::{ContentBlock, Media, MediaKind, MediaSource, Role, ToolResultBlock};
+use crate::model::media::MediaSupport;
 use crate::model::{ModelError, ModelRequest};
 
 /// Anthropic requires `max_tokens`; this is used when the agent sets none.
@@ -123,6 +124,30 @@ fn block(b: &ContentBlock) -> Result<Option<Value>, ModelError> {
 
 /// Media types Anthropic accepts as images.
 pub const IMAGE_TYPES: &[&str] = &["image/jpeg", "image/png", "image/gif", "image/webp"];
+
+/// Which media the Messages API takes: images (jpeg, png, gif, webp) and PDF or text documents,
+/// as bytes, URLs or Anthropic file ids; no audio or video.
+pub fn media_support(m: &Media) -> MediaSupport {
+    match (m.kind, &m.source) {
+        (MediaKind::Audio | MediaKind::Video, _) => MediaSupport::Unsupported(format!(
+            "Anthropic models take no {} input",
+            m.kind.as_str()
+        )),
+        (
+            _,
+            MediaSource::File {
+                provider: Some(p), ..
+            },
+        ) if p != "anthropic" => {
+            MediaSupport::Unsupported(format!("a file handle issued by {p:?}, not by Anthropic"))
+        }
+        (_, MediaSource::Base64 { .. }) => match media(m) {
+            Ok(_) => MediaSupport::Native,
+            Err(e) => MediaSupport::Unsupported(e.to_string()),
+        },
+        _ => MediaSupport::Native,
+    }
+}
 
 fn media(m: &Media) -> Result<Value, ModelError> {
     let mime = m.mime_type.as_deref();

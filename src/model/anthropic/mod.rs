@@ -8,9 +8,11 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::media::MediaSupport;
 use super::sse::{self, SseNormaliser};
 use super::{ModelError, ModelEvent, ModelRequest, ModelStream, Provider};
 use crate::config::Secret;
+use crate::conversation::Media;
 
 /// The API version header sent when the config names none.
 pub const DEFAULT_VERSION: &str = "2023-06-01";
@@ -75,6 +77,10 @@ impl Provider for AnthropicProvider {
 
     fn model_id(&self) -> &str {
         &self.settings.model_id
+    }
+
+    fn media_support(&self, media: &Media) -> MediaSupport {
+        convert::media_support(media)
     }
 
     fn stream(&self, request: ModelRequest) -> ModelStream {

@@ -16,6 +16,7 @@ use base64::Engine;
 use serde_json::Value;
 
 use crate::conversation::{ContentBlock, Media, MediaKind, MediaSource, Role, ToolResultBlock};
+use crate::model::media::MediaSupport;
 use crate::model::{ModelError, ModelRequest};
 
 /// Everything a `ConverseStream` call carries besides the model id.
@@ -271,6 +272,31 @@ pub fn format_supported(m: &Media) -> Result<(), String> {
             m.kind.as_str(),
             m.mime_type.as_deref().unwrap_or(&sub)
         ))
+    }
+}
+
+/// Which media Converse takes: images, documents, video and audio as bytes (of the formats it
+/// knows), images and video from `s3://` locations; other URLs need downloading first.
+pub fn media_support(m: &Media) -> MediaSupport {
+    match &m.source {
+        MediaSource::File { .. } => MediaSupport::Unsupported(
+            "Bedrock takes no provider file handles; send bytes or an s3:// URL".into(),
+        ),
+        MediaSource::Url { url } if url.starts_with("s3://") => match m.kind {
+            MediaKind::Image | MediaKind::Video => match format_supported(m) {
+                Ok(()) => MediaSupport::Native,
+                Err(e) => MediaSupport::Unsupported(e),
+            },
+            _ => MediaSupport::Unsupported(format!(
+                "{} from s3:// (Bedrock takes it only as bytes)",
+                m.kind.as_str()
+            )),
+        },
+        MediaSource::Url { .. } => MediaSupport::NeedsBytes,
+        MediaSource::Base64 { .. } => match format_supported(m) {
+            Ok(()) => MediaSupport::Native,
+            Err(e) => MediaSupport::Unsupported(e),
+        },
     }
 }
 

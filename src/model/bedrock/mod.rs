@@ -15,13 +15,16 @@ use aws_config::stalled_stream_protection::StalledStreamProtectionConfig;
 use aws_sdk_bedrockruntime::Client;
 use aws_sdk_bedrockruntime::config::{Credentials, Region, Token};
 use aws_sdk_bedrockruntime::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_bedrockruntime::types::error::ConverseStreamOutputError;
 use aws_smithy_runtime_api::client::auth::AuthSchemeId;
 use aws_smithy_types::Document;
 use futures::StreamExt;
 use tokio::sync::OnceCell;
 
+use super::media::MediaSupport;
 use super::{ModelError, ModelRequest, ModelStream, Provider, scrub};
 use crate::config::{AwsCredentials, Secret};
+use crate::conversation::Media;
 
 /// Settings of one Bedrock model.
 #[derive(Debug, Clone)]
@@ -129,11 +132,12 @@ fn sdk_error<
     e: &SdkError<E, R>,
     status: Option<u16>,
     secrets: &[String],
+    fallback_code: Option<&str>,
 ) -> ModelError {
     match e {
         SdkError::ServiceError(ctx) => {
             let err = ctx.err();
-            let code = err.code().map(str::to_string);
+            let code = err.code().or(fallback_code).map(str::to_string);
             let message = scrub_all(err.message().unwrap_or("no message"), secrets);
             let message = match &code {
                 Some(c) => format!("{c}: {message}"),
@@ -154,6 +158,17 @@ fn sdk_error<
     }
 }
 
+fn stream_error_code(e: &ConverseStreamOutputError) -> &'static str {
+    match e {
+        ConverseStreamOutputError::InternalServerException(_) => "internalServerException",
+        ConverseStreamOutputError::ModelStreamErrorException(_) => "modelStreamErrorException",
+        ConverseStreamOutputError::ValidationException(_) => "validationException",
+        ConverseStreamOutputError::ThrottlingException(_) => "throttlingException",
+        ConverseStreamOutputError::ServiceUnavailableException(_) => "serviceUnavailableException",
+        _ => "unknownException",
+    }
+}
+
 fn lower_first(s: &str) -> String {
     let mut c = s.chars();
     match c.next() {
@@ -169,6 +184,10 @@ impl Provider for BedrockProvider {
 
     fn model_id(&self) -> &str {
         &self.inner.settings.model_id
+    }
+
+    fn media_support(&self, media: &Media) -> MediaSupport {
+        convert::media_support(media)
     }
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
@@ -199,7 +218,7 @@ impl Provider for BedrockProvider {
                 Ok(o) => o,
                 Err(e) => {
                     let status = e.raw_response().map(|r| r.status().as_u16());
-                    yield Err(sdk_error(&e, status, &secrets));
+                    yield Err(sdk_error(&e, status, &secrets, None));
                     return;
                 }
             };
@@ -231,7 +250,12 @@ impl Provider for BedrockProvider {
                         return;
                     }
                     Err(e) => {
-                        yield Err(sdk_error(&e, None, &secrets));
+                        // Exception frames carry no error code; the variant names it.
+                        let code = match &e {
+                            SdkError::ServiceError(ctx) => Some(stream_error_code(ctx.err())),
+                            _ => None,
+                        };
+                        yield Err(sdk_error(&e, None, &secrets, code));
                         return;
                     }
                 }

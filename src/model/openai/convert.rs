@@ -3,6 +3,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::conversation::{ContentBlock, Media, MediaKind, MediaSource, Role, ToolResultBlock};
+use crate::model::media::MediaSupport;
 use crate::model::{ModelError, ModelRequest};
 
 /// Builds the JSON body of a streaming chat-completions request.
@@ -137,6 +138,30 @@ fn assistant_turn(blocks: &[ContentBlock]) -> Value {
         m.insert("tool_calls".into(), Value::Array(calls));
     }
     Value::Object(m)
+}
+
+/// Which media the chat-completions API takes: images (data or URL), wav/mp3 audio and PDF
+/// documents as bytes, provider file ids; no video.
+pub fn media_support(m: &Media) -> MediaSupport {
+    match (m.kind, &m.source) {
+        (MediaKind::Video, _) => {
+            MediaSupport::Unsupported("OpenAI-compatible chat APIs take no video".into())
+        }
+        (MediaKind::Image, _) | (_, MediaSource::File { .. }) => MediaSupport::Native,
+        (MediaKind::Audio, MediaSource::Base64 { .. }) => match m.mime_type.as_deref() {
+            Some("audio/mpeg" | "audio/mp3" | "audio/wav" | "audio/x-wav" | "audio/wave") => {
+                MediaSupport::Native
+            }
+            other => MediaSupport::Unsupported(format!(
+                "audio of type {:?}: OpenAI-compatible APIs take wav or mp3",
+                other.unwrap_or("unknown")
+            )),
+        },
+        (MediaKind::Document, MediaSource::Base64 { .. }) => MediaSupport::Native,
+        (MediaKind::Audio | MediaKind::Document, MediaSource::Url { .. }) => {
+            MediaSupport::NeedsBytes
+        }
+    }
 }
 
 fn data_url(mime: Option<&str>, data: &str, fallback: &str) -> String {

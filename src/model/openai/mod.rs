@@ -9,9 +9,11 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
+use super::media::MediaSupport;
 use super::sse::{self, SseNormaliser};
 use super::{ModelError, ModelEvent, ModelRequest, ModelStream, Provider};
 use crate::config::Secret;
+use crate::conversation::Media;
 
 /// Settings of one OpenAI-compatible model.
 #[derive(Debug, Clone)]
@@ -59,6 +61,10 @@ impl Provider for OpenAiProvider {
 
     fn model_id(&self) -> &str {
         &self.settings.model_id
+    }
+
+    fn media_support(&self, media: &Media) -> MediaSupport {
+        convert::media_support(media)
     }
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
