@@ -224,10 +224,8 @@ impl StreamState {
                 _ => {}
             },
             WireEvent::MessageDelta { delta, usage } => {
-                if let Some(u) = usage {
-                    if let Some(o) = u.output_tokens {
-                        self.output_tokens = o;
-                    }
+                if let Some(o) = usage.and_then(|u| u.output_tokens) {
+                    self.output_tokens = o;
                 }
                 if let Some(reason) = delta.stop_reason {
                     out.push(ModelEvent::Stop(map_stop(&reason)));
