@@ -120,7 +120,7 @@ async fn the_api_key_is_sent_upstream_and_never_listed() {
         .await;
     assert_eq!(
         up.upstream.auth.lock().unwrap()[0],
-        "Bearer sk-very-secret-123"
+        "authorization: Bearer sk-very-secret-123"
     );
     let err = events.last().unwrap();
     assert_eq!(err["code"], "UPSTREAM_AUTH_ERROR");

@@ -99,6 +99,9 @@ pub struct Reply {
     /// Reasoning streamed before the answer.
     #[serde(default)]
     pub reasoning: Option<String>,
+    /// A provider signature closing the reasoning (as Anthropic and Bedrock Claude send).
+    #[serde(default)]
+    pub reasoning_signature: Option<String>,
     /// The answer text.
     #[serde(default)]
     pub text: Option<String>,
@@ -342,6 +345,10 @@ impl ScriptedProvider {
             let r = fill(r, &turn);
             produced += r.len();
             out.extend(chunks(&r, n).into_iter().map(ModelEvent::ReasoningDelta));
+            if let Some(sig) = &reply.reasoning_signature {
+                out.push(ModelEvent::ReasoningSignature(sig.clone()));
+            }
+            out.push(ModelEvent::ReasoningEnd);
         }
         if let Some(t) = &reply.text {
             let t = fill(t, &turn);
@@ -457,7 +464,8 @@ mod tests {
         };
         let ev = provider().script(&req).unwrap();
         assert_eq!(ev[0], ModelEvent::ReasoningDelta("hm".into()));
-        assert_eq!(ev[1], ModelEvent::TextDelta("Hell".into()));
+        assert_eq!(ev[1], ModelEvent::ReasoningEnd);
+        assert_eq!(ev[2], ModelEvent::TextDelta("Hell".into()));
         assert_eq!(text_of(&ev), "Hello there");
         assert!(matches!(ev.last(), Some(ModelEvent::Usage(u)) if u.output_tokens > 0));
     }

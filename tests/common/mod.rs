@@ -166,6 +166,8 @@ pub enum Reply {
     Stall(Vec<Value>),
     /// A non-200 answer.
     Status(u16, String),
+    /// Anthropic-style SSE: each payload as `event: <its type>` + `data:`, no `[DONE]`.
+    Named(Vec<Value>),
 }
 
 #[derive(Default)]
@@ -204,11 +206,13 @@ async fn chat(
 ) -> Response {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     up.requests.lock().unwrap().push(body);
-    if let Some(a) = headers.get("authorization") {
-        up.auth
-            .lock()
-            .unwrap()
-            .push(a.to_str().unwrap_or("").to_string());
+    for h in ["authorization", "x-api-key", "anthropic-version"] {
+        if let Some(a) = headers.get(h) {
+            up.auth
+                .lock()
+                .unwrap()
+                .push(format!("{h}: {}", a.to_str().unwrap_or("")));
+        }
     }
     let reply = up
         .replies
@@ -224,6 +228,18 @@ async fn chat(
     };
     match reply {
         Reply::Status(code, text) => (StatusCode::from_u16(code).unwrap(), text).into_response(),
+        Reply::Named(events) => {
+            let frames: Vec<Result<Bytes, std::io::Error>> = events
+                .iter()
+                .map(|e| {
+                    Ok(Bytes::from(format!(
+                        "event: {}\ndata: {e}\n\n",
+                        e["type"].as_str().unwrap_or("")
+                    )))
+                })
+                .collect();
+            sse(futures::stream::iter(frames).boxed())
+        }
         Reply::Sse(chunks) => {
             let mut frames: Vec<Result<Bytes, std::io::Error>> =
                 chunks.iter().map(|c| Ok(frame(c))).collect();
@@ -266,6 +282,24 @@ async fn weather(State(up): State<Arc<Upstream>>, body: Bytes) -> Response {
     }
 }
 
+/// Serves small media files for URL-source tests.
+async fn media_file(axum::extract::Path(name): axum::extract::Path<String>) -> Response {
+    match name.as_str() {
+        "pixel.png" => (
+            [("content-type", "image/png")],
+            vec![0x89u8, b'P', b'N', b'G', 13, 10, 26, 10],
+        )
+            .into_response(),
+        "notes.pdf" => (
+            [("content-type", "application/pdf")],
+            b"%PDF-1.4 tiny".to_vec(),
+        )
+            .into_response(),
+        "big.bin" => ([("content-type", "image/png")], vec![0u8; 2 * 1024 * 1024]).into_response(),
+        _ => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
 async fn slow(body: Bytes) -> Result<Bytes, Infallible> {
     tokio::time::sleep(Duration::from_millis(300)).await;
     Ok(body)
@@ -277,6 +311,8 @@ impl FakeOpenAi {
         upstream.replies.lock().unwrap().extend(replies);
         let app = axum::Router::new()
             .route("/v1/chat/completions", post(chat))
+            .route("/v1/messages", post(chat))
+            .route("/media/{name}", axum::routing::get(media_file))
             .route("/weather", post(weather))
             .route("/slow", post(slow))
             .with_state(Arc::clone(&upstream));
