@@ -219,6 +219,24 @@ pub enum MediaSource {
     },
 }
 
+/// Text of the user turn put before a history that opens with the assistant (a greeting the
+/// page showed), for providers that require the first turn to be the user's.
+pub const CONVERSATION_START: &str = "(conversation start)";
+
+/// The turns as providers that require a user turn first want them: a history opening with
+/// the assistant gets a placeholder user turn before it.
+pub fn user_first(messages: &[Message]) -> std::borrow::Cow<'_, [Message]> {
+    match messages.first() {
+        Some(m) if m.role == Role::Assistant => {
+            let mut v = Vec::with_capacity(messages.len() + 1);
+            v.push(Message::user_text(CONVERSATION_START));
+            v.extend_from_slice(messages);
+            std::borrow::Cow::Owned(v)
+        }
+        _ => std::borrow::Cow::Borrowed(messages),
+    }
+}
+
 /// A tool as the model sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {

@@ -3,7 +3,9 @@
 use base64::Engine;
 use serde_json::{Map, Value, json};
 
-use crate::conversation::{ContentBlock, Media, MediaKind, MediaSource, Role, ToolResultBlock};
+use crate::conversation::{
+    ContentBlock, Media, MediaKind, MediaSource, Role, ToolResultBlock, user_first,
+};
 use crate::model::media::MediaSupport;
 use crate::model::{ModelError, ModelRequest};
 
@@ -33,7 +35,7 @@ pub fn request_body(
         body.insert("system".into(), Value::Array(system));
     }
     let mut messages = Vec::new();
-    for m in &req.messages {
+    for m in user_first(&req.messages).iter() {
         let content = m.content.iter().map(block).collect::<Result<Vec<_>, _>>()?;
         let content: Vec<Value> = content.into_iter().flatten().collect();
         if content.is_empty() {
@@ -289,6 +291,26 @@ mod tests {
         assert!(body.get("top_p").is_none(), "never both");
         assert_eq!(body["thinking"]["budget_tokens"], 1024);
         assert_eq!(body["tools"][0]["input_schema"]["type"], "object");
+    }
+
+    #[test]
+    fn a_history_opening_with_the_assistant_gets_a_user_turn_first() {
+        let req = ModelRequest {
+            messages: vec![
+                Message {
+                    role: Role::Assistant,
+                    content: vec![ContentBlock::Text {
+                        text: "Hi, how can I help?".into(),
+                    }],
+                },
+                Message::user_text("hello"),
+            ],
+            ..Default::default()
+        };
+        let body = request_body("claude", &req, &Map::new()).unwrap();
+        assert_eq!(body["messages"][0]["role"], "user");
+        assert_eq!(body["messages"][1]["role"], "assistant");
+        assert_eq!(body["messages"][2]["content"][0]["text"], "hello");
     }
 
     #[test]

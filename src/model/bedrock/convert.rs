@@ -15,7 +15,9 @@ use aws_smithy_types::{Document, Number};
 use base64::Engine;
 use serde_json::Value;
 
-use crate::conversation::{ContentBlock, Media, MediaKind, MediaSource, Role, ToolResultBlock};
+use crate::conversation::{
+    ContentBlock, Media, MediaKind, MediaSource, Role, ToolResultBlock, user_first,
+};
 use crate::model::media::MediaSupport;
 use crate::model::{ModelError, ModelRequest};
 
@@ -67,7 +69,7 @@ pub fn converse_input(req: &ModelRequest) -> Result<ConverseInput, ModelError> {
         .map(|s| SystemContentBlock::Text(s.clone()))
         .collect();
     let mut messages = Vec::new();
-    for m in &req.messages {
+    for m in user_first(&req.messages).iter() {
         let mut content = Vec::new();
         for b in &m.content {
             if let Some(c) = block(b)? {
