@@ -103,7 +103,7 @@ struct AgentFile {
     max_iterations: Option<u32>,
     model: ModelFile,
     #[serde(default)]
-    tools: Vec<ToolFile>,
+    tools: Vec<toml::Table>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -167,29 +167,47 @@ struct CredentialFile {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
-enum ToolFile {
-    Http {
-        name: String,
-        #[serde(default)]
-        description: Option<String>,
-        url: String,
-        #[serde(default)]
-        method: Option<String>,
-        #[serde(default)]
-        headers: BTreeMap<String, String>,
-        #[serde(default)]
-        headers_env: BTreeMap<String, String>,
-        #[serde(default)]
-        parameters: Option<Value>,
-        #[serde(default)]
-        timeout_secs: Option<u64>,
-    },
-    Builtin {
-        name: String,
-        #[serde(default)]
-        kind: Option<String>,
-    },
+#[serde(deny_unknown_fields)]
+struct HttpFile {
+    name: String,
+    #[serde(default)]
+    description: Option<String>,
+    url: String,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
+    headers_env: BTreeMap<String, String>,
+    #[serde(default)]
+    parameters: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BuiltinFile {
+    name: String,
+    #[serde(default)]
+    kind: Option<String>,
+}
+
+/// What every tool entry may set besides its own keys.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolOptionsFile {
+    #[serde(default)]
+    timeout_secs: Option<u64>,
+    #[serde(default)]
+    max_output_bytes: Option<usize>,
+    #[serde(default)]
+    requires_approval: Option<ApprovalFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum ApprovalFile {
+    All(bool),
+    Names(Vec<String>),
 }
 
 // ---------------------------------------------------------------- resolved
@@ -315,9 +333,19 @@ pub struct ModelConfig {
     pub retry: RetryPolicy,
 }
 
-/// A backend tool's configuration.
+/// A backend tool entry's configuration: what it is, and the limits and approval policy its
+/// calls run under.
 #[derive(Debug, Clone)]
-pub enum ToolConfig {
+pub struct ToolConfig {
+    /// What kind of tool (or tool source) this is.
+    pub kind: ToolKind,
+    /// Time limit, output cap, approvals.
+    pub options: crate::tools::ToolOptions,
+}
+
+/// The kinds of tool entries.
+#[derive(Debug, Clone)]
+pub enum ToolKind {
     /// An HTTP tool.
     Http {
         /// Name, description, schema.
@@ -328,8 +356,6 @@ pub enum ToolConfig {
         method: crate::tools::http::Method,
         /// Headers, secrets included.
         headers: Vec<(String, Secret)>,
-        /// Per-call timeout.
-        timeout_secs: u64,
     },
     /// A built-in tool.
     Builtin {
@@ -338,14 +364,21 @@ pub enum ToolConfig {
         /// Which built-in.
         kind: String,
     },
+    /// The tools of an MCP server.
+    Mcp(crate::tools::mcp::McpConfig),
+    /// The operations of an OpenAPI document.
+    OpenApi(crate::tools::openapi::OpenApiConfig),
+    /// Knowledge-base search tools.
+    Search(crate::tools::search::SearchConfig),
 }
 
 impl ToolConfig {
-    /// The name the model sees.
-    pub fn name(&self) -> &str {
-        match self {
-            ToolConfig::Http { spec, .. } => &spec.name,
-            ToolConfig::Builtin { name, .. } => name,
+    /// The tool name of a single-tool entry (sources name their tools at run time).
+    pub fn name(&self) -> Option<&str> {
+        match &self.kind {
+            ToolKind::Http { spec, .. } => Some(&spec.name),
+            ToolKind::Builtin { name, .. } => Some(name),
+            _ => None,
         }
     }
 }
@@ -492,12 +525,11 @@ impl Config {
             let mut tools: Vec<ToolConfig> = Vec::new();
             for (j, t) in a.tools.into_iter().enumerate() {
                 let tkey = |k: &str| key(&format!("tools[{j}].{k}"));
-                let tool = resolve_tool(t, env).map_err(|(k, p)| err(tkey(&k), p))?;
-                if tools.iter().any(|x| x.name() == tool.name()) {
-                    return Err(err(
-                        tkey("name"),
-                        format!("duplicate tool name {:?}", tool.name()),
-                    ));
+                let tool = resolve_tool(t, env, dir).map_err(|(k, p)| err(tkey(&k), p))?;
+                if let Some(name) = tool.name()
+                    && tools.iter().any(|x| x.name() == Some(name))
+                {
+                    return Err(err(tkey("name"), format!("duplicate tool name {name:?}")));
                 }
                 tools.push(tool);
             }
@@ -715,60 +747,53 @@ fn resolve_credential(
     })
 }
 
-fn resolve_tool(t: ToolFile, env: &dyn Fn(&str) -> Option<String>) -> Result<ToolConfig, Fail> {
-    match t {
-        ToolFile::Http {
-            name,
-            description,
-            url,
-            method,
-            headers,
-            headers_env,
-            parameters,
-            timeout_secs,
-        } => {
-            if !valid_name(&name) {
-                return Err((
-                    "name".into(),
-                    format!("{name:?} must be 1-64 letters, digits, '-' or '_'"),
-                ));
-            }
-            let url = check_url(&url).map_err(|p| ("url".to_string(), p))?;
-            let method = match method.as_deref().map(str::to_ascii_uppercase).as_deref() {
-                None | Some("POST") => crate::tools::http::Method::Post,
-                Some("GET") => crate::tools::http::Method::Get,
-                Some(other) => {
-                    return Err(("method".into(), format!("{other:?} must be GET or POST")));
-                }
-            };
-            let input_schema = match parameters {
-                None => serde_json::json!({"type": "object", "properties": {}}),
-                Some(v) if v.is_object() => v,
-                Some(_) => {
-                    return Err(("parameters".into(), "must be a JSON Schema object".into()));
-                }
-            };
-            let mut hs: Vec<(String, Secret)> = headers
-                .into_iter()
-                .map(|(k, v)| (k, Secret::new(v)))
-                .collect();
-            for (h, var) in headers_env {
-                let v = env_secret(&var, env).map_err(|p| (format!("headers_env.{h}"), p))?;
-                hs.push((h, v));
-            }
-            Ok(ToolConfig::Http {
-                spec: crate::conversation::ToolSpec {
-                    name,
-                    description: description.unwrap_or_default(),
-                    input_schema,
-                },
-                url,
-                method,
-                headers: hs,
-                timeout_secs: timeout_secs.unwrap_or(30).max(1),
-            })
+/// Reads a table into `T`, naming the key of any problem.
+pub fn from_table<T: serde::de::DeserializeOwned>(
+    table: toml::Table,
+) -> Result<T, (String, String)> {
+    serde_path_to_error::deserialize(toml::Value::Table(table))
+        .map_err(|e| (e.path().to_string(), e.inner().to_string()))
+}
+
+fn resolve_tool(
+    mut t: toml::Table,
+    env: &dyn Fn(&str) -> Option<String>,
+    dir: Option<&Path>,
+) -> Result<ToolConfig, Fail> {
+    let kind = match t.remove("type") {
+        Some(toml::Value::String(k)) => k,
+        Some(_) => return Err(("type".into(), "must be a string".into())),
+        None => {
+            return Err((
+                "type".into(),
+                "missing; one of http, builtin, mcp, openapi, search".into(),
+            ));
         }
-        ToolFile::Builtin { name, kind } => {
+    };
+    let mut opts = toml::Table::new();
+    for k in ["timeout_secs", "max_output_bytes", "requires_approval"] {
+        if let Some(v) = t.remove(k) {
+            opts.insert(k.to_string(), v);
+        }
+    }
+    let o: ToolOptionsFile = from_table(opts)?;
+    let d = crate::tools::ToolOptions::default();
+    let options = crate::tools::ToolOptions {
+        timeout: o
+            .timeout_secs
+            .map(|s| std::time::Duration::from_secs(s.max(1)))
+            .unwrap_or(d.timeout),
+        max_output_bytes: o.max_output_bytes.unwrap_or(d.max_output_bytes).max(1),
+        approval: match o.requires_approval {
+            None | Some(ApprovalFile::All(false)) => crate::tools::Approval::Never,
+            Some(ApprovalFile::All(true)) => crate::tools::Approval::Always,
+            Some(ApprovalFile::Names(n)) => crate::tools::Approval::Only(n),
+        },
+    };
+    let kind = match kind.as_str() {
+        "http" => resolve_http(from_table(t)?, env)?,
+        "builtin" => {
+            let BuiltinFile { name, kind } = from_table(t)?;
             let kind = kind.unwrap_or_else(|| name.clone());
             if !BUILTINS.contains(&kind.as_str()) {
                 return Err((
@@ -782,9 +807,68 @@ fn resolve_tool(t: ToolFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Too
                     format!("{name:?} must be 1-64 letters, digits, '-' or '_'"),
                 ));
             }
-            Ok(ToolConfig::Builtin { name, kind })
+            ToolKind::Builtin { name, kind }
         }
+        "mcp" => ToolKind::Mcp(crate::tools::mcp::parse(t, env, dir)?),
+        "openapi" => ToolKind::OpenApi(crate::tools::openapi::parse(t, env, dir)?),
+        "search" => ToolKind::Search(crate::tools::search::parse(t, env, dir)?),
+        other => {
+            return Err((
+                "type".into(),
+                format!(
+                    "unknown tool type {other:?}; expected http, builtin, mcp, openapi or search"
+                ),
+            ));
+        }
+    };
+    Ok(ToolConfig { kind, options })
+}
+
+fn resolve_http(f: HttpFile, env: &dyn Fn(&str) -> Option<String>) -> Result<ToolKind, Fail> {
+    let HttpFile {
+        name,
+        description,
+        url,
+        method,
+        headers,
+        headers_env,
+        parameters,
+    } = f;
+    if !valid_name(&name) {
+        return Err((
+            "name".into(),
+            format!("{name:?} must be 1-64 letters, digits, '-' or '_'"),
+        ));
     }
+    let url = check_url(&url).map_err(|p| ("url".to_string(), p))?;
+    let method = match method.as_deref().map(str::to_ascii_uppercase).as_deref() {
+        None | Some("POST") => crate::tools::http::Method::Post,
+        Some("GET") => crate::tools::http::Method::Get,
+        Some(other) => return Err(("method".into(), format!("{other:?} must be GET or POST"))),
+    };
+    let input_schema = match parameters {
+        None => serde_json::json!({"type": "object", "properties": {}}),
+        Some(v) if v.is_object() => v,
+        Some(_) => return Err(("parameters".into(), "must be a JSON Schema object".into())),
+    };
+    let mut hs: Vec<(String, Secret)> = headers
+        .into_iter()
+        .map(|(k, v)| (k, Secret::new(v)))
+        .collect();
+    for (h, var) in headers_env {
+        let v = env_secret(&var, env).map_err(|p| (format!("headers_env.{h}"), p))?;
+        hs.push((h, v));
+    }
+    Ok(ToolKind::Http {
+        spec: crate::conversation::ToolSpec {
+            name,
+            description: description.unwrap_or_default(),
+            input_schema,
+        },
+        url,
+        method,
+        headers: hs,
+    })
 }
 
 #[cfg(test)]
@@ -830,7 +914,7 @@ parameters = { type = "object", properties = { city = { type = "string" } }, req
         };
         assert_eq!(k.expose(), "sk-test");
         assert_eq!(format!("{k:?}"), "[REDACTED]");
-        assert_eq!(c.agents[0].tools[0].name(), "get_weather");
+        assert_eq!(c.agents[0].tools[0].name(), Some("get_weather"));
     }
 
     #[test]

@@ -52,6 +52,8 @@ pub struct AppInner {
     pub runs: Arc<RunManager>,
     /// Server-wide limits and timings.
     pub settings: ServerSettings,
+    /// The embedded search indexes (ingestion API and search tools).
+    pub search: Arc<tools::search::SearchService>,
 }
 
 impl Deref for AppState {
@@ -63,15 +65,19 @@ impl Deref for AppState {
 
 impl AppState {
     /// Builds agents, providers and tools from a resolved config.
-    pub fn from_config(config: &Config) -> anyhow::Result<Self> {
+    pub async fn from_config(config: &Config) -> anyhow::Result<Self> {
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .pool_idle_timeout(Duration::from_secs(90))
             .build()?;
-        let media = Arc::new(config.media.clone());
+        let shared = agent::Shared {
+            media: Arc::new(config.media.clone()),
+            search: Arc::new(tools::search::SearchService::default()),
+        };
         let mut agents = HashMap::new();
         for a in &config.agents {
-            let agent = Agent::build(a, &client, Arc::clone(&media))
+            let agent = Agent::build(a, &client, &shared)
+                .await
                 .map_err(|e| anyhow::anyhow!("agent {:?}: {e}", a.id))?;
             agents.insert(a.id.clone(), Arc::new(agent));
         }
@@ -79,6 +85,7 @@ impl AppState {
             agents,
             runs: RunManager::new(),
             settings: config.server.clone(),
+            search: shared.search,
         })))
     }
 }
@@ -113,10 +120,16 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let runs = Arc::clone(&state.runs);
+    let closing = state.clone();
     axum::serve(listener, router(state))
         .with_graceful_shutdown(async move {
             shutdown.await;
             runs.cancel_all();
         })
-        .await
+        .await?;
+    // Close tool sources (MCP sessions, child processes) once no run can use them.
+    for agent in closing.agents.values() {
+        agent.tools.close().await;
+    }
+    Ok(())
 }

@@ -65,7 +65,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if let Some(addr) = listen {
                 cfg.listen = addr;
             }
-            let state = AppState::from_config(&cfg)?;
+            let state = AppState::from_config(&cfg).await?;
             let listener = tokio::net::TcpListener::bind(cfg.listen)
                 .await
                 .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.listen))?;

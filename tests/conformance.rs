@@ -14,7 +14,7 @@ async fn real_ag_ui_clients_accept_the_gateway_streams() {
         "conformance/node_modules is missing: run `npm ci --prefix conformance` (scripts/test.sh does)"
     );
     let config = Config::load(None).unwrap();
-    let state = AppState::from_config(&config).unwrap();
+    let state = AppState::from_config(&config).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(agui_gateway::serve(listener, state, std::future::pending()));
@@ -35,5 +35,5 @@ async fn real_ag_ui_clients_accept_the_gateway_streams() {
         out.status.success(),
         "conformance failed:\n{stdout}\n{stderr}"
     );
-    assert!(stdout.contains("6 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("10 passed, 0 failed"), "{stdout}");
 }

@@ -7,7 +7,7 @@ pub mod usage;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{AgentConfig, ProviderConfig, RetryPolicy, ToolConfig};
+use crate::config::{AgentConfig, ProviderConfig, RetryPolicy, ToolKind};
 use crate::model::anthropic::{AnthropicProvider, AnthropicSettings};
 use crate::model::bedrock::{BedrockProvider, BedrockSettings};
 use crate::model::media::MediaPolicy;
@@ -16,7 +16,17 @@ use crate::model::scripted::ScriptedProvider;
 use crate::model::{InferenceParams, Provider};
 use crate::tools::builtin::Calculator;
 use crate::tools::http::HttpTool;
-use crate::tools::{Registry, Tool};
+use crate::tools::search::SearchService;
+use crate::tools::{Registry, RegistryBuilder, Tool};
+
+/// What agents share with each other and the rest of the server.
+#[derive(Clone)]
+pub struct Shared {
+    /// Where media URLs may be fetched from.
+    pub media: Arc<MediaPolicy>,
+    /// The embedded search indexes.
+    pub search: Arc<SearchService>,
+}
 
 /// A runnable agent.
 pub struct Agent {
@@ -55,10 +65,10 @@ impl std::fmt::Debug for Agent {
 
 impl Agent {
     /// Builds an agent from resolved config, sharing `client` for all HTTP traffic.
-    pub fn build(
+    pub async fn build(
         cfg: &AgentConfig,
         client: &reqwest::Client,
-        media: Arc<MediaPolicy>,
+        deps: &Shared,
     ) -> Result<Self, String> {
         let idle_timeout = Duration::from_secs(cfg.model.idle_timeout_secs);
         let model_id = cfg.model.model_id.clone();
@@ -116,30 +126,52 @@ impl Agent {
                 Arc::new(ScriptedProvider::new(fixture.clone(), model_id))
             }
         };
-        let mut tools = Registry::default();
+        let mut tools = RegistryBuilder::default();
         for t in &cfg.tools {
-            let tool: Arc<dyn Tool> = match t {
-                ToolConfig::Http {
+            let options = t.options.clone();
+            let tool: Arc<dyn Tool> = match &t.kind {
+                ToolKind::Http {
                     spec,
                     url,
                     method,
                     headers,
-                    timeout_secs,
                 } => Arc::new(HttpTool::new(
                     spec.clone(),
                     client.clone(),
                     url.clone(),
                     *method,
                     headers.clone(),
-                    Duration::from_secs(*timeout_secs),
+                    options.timeout,
                 )),
-                ToolConfig::Builtin { name, kind } => match kind.as_str() {
+                ToolKind::Builtin { name, kind } => match kind.as_str() {
                     "calculator" => Arc::new(Calculator::new(name)),
                     other => return Err(format!("unknown built-in tool {other:?}")),
                 },
+                ToolKind::Mcp(c) => {
+                    tools.source(crate::tools::mcp::start(c.clone()).await, options);
+                    continue;
+                }
+                ToolKind::OpenApi(c) => {
+                    tools.source(
+                        crate::tools::openapi::start(c.clone(), client.clone()).await,
+                        options,
+                    );
+                    continue;
+                }
+                ToolKind::Search(c) => {
+                    let source = crate::tools::search::start(
+                        c.clone(),
+                        Arc::clone(&deps.search),
+                        client.clone(),
+                    )
+                    .await;
+                    tools.source(source, options);
+                    continue;
+                }
             };
-            tools.insert(tool)?;
+            tools.tool(tool, options)?;
         }
+        let tools = tools.build();
         Ok(Self {
             id: cfg.id.clone(),
             name: cfg.name.clone(),
@@ -150,7 +182,7 @@ impl Agent {
             params: cfg.model.params.clone(),
             tools,
             retry: cfg.model.retry,
-            media,
+            media: Arc::clone(&deps.media),
         })
     }
 }

@@ -8,11 +8,20 @@ use crate::AppState;
 
 /// `GET /healthz`.
 pub async fn healthz(State(state): State<AppState>) -> Json<Value> {
+    let mut sources = Vec::new();
+    for a in state.agents.values() {
+        for mut h in a.tools.health() {
+            h["agent"] = json!(a.id);
+            sources.push(h);
+        }
+    }
+    let degraded = sources.iter().any(|h| h["status"] != "ok");
     Json(json!({
-        "status": "ok",
+        "status": if degraded { "degraded" } else { "ok" },
         "version": env!("CARGO_PKG_VERSION"),
         "agents": state.agents.len(),
         "activeRuns": state.runs.active_count(),
+        "toolSources": sources,
     }))
 }
 

@@ -33,7 +33,7 @@ pub struct Gateway {
 impl Gateway {
     pub async fn start(config_toml: &str) -> Gateway {
         let config = Config::parse(config_toml, "test.toml", None).expect("test config");
-        let state = AppState::from_config(&config).expect("state");
+        let state = AppState::from_config(&config).await.expect("state");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (tx, rx) = oneshot::channel::<()>();
