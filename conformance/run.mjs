@@ -48,6 +48,13 @@ const CLIENTS = [
   { version: '0.0.58', HttpAgent: HttpAgentV0, pkg: 'agui0', modern: false },
 ];
 
+// The demo model's scripted reasoning signature (base64 of "scripted-signature").
+const DEMO_REASONING_SIGNATURE = 'c2NyaXB0ZWQtc2lnbmF0dXJl';
+
+// A valid 1x1 transparent PNG.
+const TINY_PNG_BASE64 =
+  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';
+
 const CHANGE_BACKGROUND_TOOL = {
   name: 'change_background',
   description: 'Change the page background colour',
@@ -388,7 +395,8 @@ function printTrace(trace) {
     for (const m of trace.messages) {
       const tc = m.toolCalls?.length ? ` toolCalls=${JSON.stringify(m.toolCalls.map((t) => [t.id, t.function?.name, t.function?.arguments]))}` : '';
       const tcid = m.toolCallId ? ` toolCallId=${m.toolCallId}` : '';
-      out.push(`       ${m.role} id=${trunc(m.id, 12)}${tcid}${tc} content=${m.content === undefined ? '<absent>' : JSON.stringify(trunc(typeof m.content === 'string' ? m.content : JSON.stringify(m.content), 60))}`);
+      const enc = m.encryptedValue !== undefined ? ` encryptedValue=${JSON.stringify(trunc(m.encryptedValue, 30))}` : '';
+      out.push(`       ${m.role} id=${trunc(m.id, 12)}${tcid}${tc}${enc} content=${m.content === undefined ? '<absent>' : JSON.stringify(trunc(typeof m.content === 'string' ? m.content : JSON.stringify(m.content), 60))}`);
     }
   }
   console.log(out.join('\n'));
@@ -462,6 +470,14 @@ function eventsOfType(run, type) {
 
 function userMessage(content) {
   return { id: randomUUID(), role: 'user', content };
+}
+
+// Concatenated TEXT_MESSAGE_CONTENT deltas of one message.
+function streamedText(run, messageId) {
+  return run.events
+    .filter((e) => e.type === 'TEXT_MESSAGE_CONTENT' && e.messageId === messageId)
+    .map((e) => e.delta)
+    .join('');
 }
 
 // ---------------------------------------------------------------------------
@@ -593,6 +609,138 @@ const SCENARIOS = [
       );
       check(messages[iCallMsg].id === evs[iStart].parentMessageId, 'tool call is attached to a message other than its parentMessageId');
       assertToolCallParents(run, messages, { required: true });
+    },
+  },
+  {
+    name: 'reasoning',
+    async run(client, ctx) {
+      const user = userMessage('please think about it');
+      const agent = ctx.agent([user]);
+      const run1 = await doRun(agent, ctx.trace, { tools: [] }, 'run 1');
+      ctx.trace.messages = agent.messages;
+      assertRunClean(run1);
+      assertOutcome(client, run1);
+      check(eventsOfType(run1, 'TOOL_CALL_START').length === 0, 'run 1: unexpected tool call');
+
+      // Event order: REASONING_START, REASONING_MESSAGE_START/CONTENT/END,
+      // REASONING_ENCRYPTED_VALUE, REASONING_END, then the assistant text.
+      const evs = run1.events;
+      const rStarts = eventsOfType(run1, 'REASONING_MESSAGE_START');
+      check(rStarts.length === 1, `run 1: expected 1 REASONING_MESSAGE_START, saw ${rStarts.length}`);
+      const reasoningId = rStarts[0].messageId;
+      const iRStart = evs.findIndex((e) => e.type === 'REASONING_START');
+      const iMStart = evs.findIndex((e) => e.type === 'REASONING_MESSAGE_START');
+      const iMContent = evs.findIndex((e) => e.type === 'REASONING_MESSAGE_CONTENT' && e.messageId === reasoningId);
+      const iMEnd = evs.findIndex((e) => e.type === 'REASONING_MESSAGE_END' && e.messageId === reasoningId);
+      const iEnc = evs.findIndex((e) => e.type === 'REASONING_ENCRYPTED_VALUE');
+      const iREnd = evs.findIndex((e) => e.type === 'REASONING_END');
+      const iTStart = evs.findIndex((e) => e.type === 'TEXT_MESSAGE_START');
+      check(iRStart !== -1, 'run 1: no REASONING_START');
+      check(iMStart > iRStart, 'run 1: REASONING_MESSAGE_START does not follow REASONING_START');
+      check(iMContent > iMStart, 'run 1: no REASONING_MESSAGE_CONTENT after REASONING_MESSAGE_START');
+      check(iMEnd > iMContent, 'run 1: no REASONING_MESSAGE_END after REASONING_MESSAGE_CONTENT');
+      check(iEnc > iMEnd, 'run 1: no REASONING_ENCRYPTED_VALUE after REASONING_MESSAGE_END');
+      check(iREnd > iEnc, 'run 1: no REASONING_END after REASONING_ENCRYPTED_VALUE');
+      check(iTStart > iREnd, 'run 1: no TEXT_MESSAGE_START after REASONING_END (reasoning must precede the text)');
+      check(eventsOfType(run1, 'REASONING_ENCRYPTED_VALUE').length === 1, 'run 1: expected 1 REASONING_ENCRYPTED_VALUE');
+      const enc = evs[iEnc];
+      check(enc.subtype === 'message', `run 1: REASONING_ENCRYPTED_VALUE.subtype ${JSON.stringify(enc.subtype)}, expected "message"`);
+      check(enc.entityId === reasoningId, `run 1: REASONING_ENCRYPTED_VALUE.entityId ${JSON.stringify(enc.entityId)} != reasoning message ${reasoningId}`);
+      check(enc.encryptedValue === DEMO_REASONING_SIGNATURE, `run 1: encryptedValue ${JSON.stringify(enc.encryptedValue)}`);
+      const textId = evs[iTStart].messageId;
+      check(textId !== reasoningId, 'run 1: text message reuses the reasoning message id');
+      check(
+        streamedText(run1, textId).startsWith('After thinking it over'),
+        `run 1: streamed text ${JSON.stringify(trunc(streamedText(run1, textId)))} does not start with "After thinking it over"`,
+      );
+
+      // Message-level shape. Both clients' default apply build a role
+      // "reasoning" message from REASONING_MESSAGE_* (content = joined deltas)
+      // and attach REASONING_ENCRYPTED_VALUE {subtype:"message"} to the
+      // message named by entityId (0.0.58 does exactly what 1.0.0 does here).
+      const messages = agent.messages;
+      check(messages.length === 3, `run 1: expected 3 messages (user, reasoning, assistant), found ${messages.length}`);
+      check(messages[0].id === user.id && messages[0].role === 'user', 'run 1: first message is not the user message');
+      const reasoning = messages[1];
+      check(reasoning.role === 'reasoning', `run 1: second message is ${reasoning.role}, expected reasoning`);
+      check(reasoning.id === reasoningId, `run 1: reasoning message id ${reasoning.id} != REASONING_MESSAGE_START ${reasoningId}`);
+      check(isNonEmptyString(reasoning.content), `run 1: reasoning content is ${JSON.stringify(reasoning.content)}`);
+      check(reasoning.encryptedValue === DEMO_REASONING_SIGNATURE, `run 1: reasoning encryptedValue is ${JSON.stringify(reasoning.encryptedValue)}`);
+      const reply = messages[2];
+      check(reply.role === 'assistant' && reply.id === textId, `run 1: third message is ${reply.role} ${reply.id}, expected assistant ${textId}`);
+      check(
+        typeof reply.content === 'string' && reply.content.startsWith('After thinking it over'),
+        `run 1: assistant content ${JSON.stringify(trunc(reply.content))}`,
+      );
+      check(!reply.toolCalls?.length, 'run 1: assistant reply carries tool calls');
+
+      // Second turn: the reasoning message (with its encryptedValue) goes back
+      // to the gateway in the history.
+      const user2 = userMessage('thanks, say hello');
+      if (typeof agent.addMessage === 'function') agent.addMessage(user2);
+      else agent.messages.push(user2);
+      const before = new Set(agent.messages.map((m) => m.id));
+      const run2 = await doRun(agent, ctx.trace, { tools: [] }, 'run 2');
+      ctx.trace.messages = agent.messages;
+      const sent = run2.http?.request?.messages ?? [];
+      check(
+        sent.some((m) => m.role === 'reasoning' && m.id === reasoningId && m.encryptedValue === DEMO_REASONING_SIGNATURE),
+        'run 2: client did not send the reasoning message with its encryptedValue (harness problem)',
+      );
+      assertRunClean(run2);
+      assertOutcome(client, run2);
+      check(eventsOfType(run2, 'TOOL_CALL_START').length === 0, 'run 2: unexpected tool call');
+      check(eventsOfType(run2, 'TEXT_MESSAGE_CONTENT').length > 0, 'run 2: no TEXT_MESSAGE_CONTENT streamed');
+      const fresh = agent.messages.filter((m) => !before.has(m.id));
+      const replies = fresh.filter((m) => m.role === 'assistant');
+      check(replies.length === 1, `run 2: expected 1 new assistant message, found ${replies.length}`);
+      check(isNonEmptyString(replies[0].content), `run 2: assistant content is ${JSON.stringify(replies[0].content)}`);
+      check(agent.messages[agent.messages.length - 1] === replies[0], 'run 2: the reply is not the last message');
+      check(agent.messages.some((m) => m.id === reasoningId && m.role === 'reasoning'), 'run 2: the reasoning message vanished from agent.messages');
+    },
+  },
+  {
+    name: 'multimodal',
+    async run(client, ctx) {
+      // 1.0.0 uses typed source parts; 0.0.58 is driven with the legacy
+      // "binary" part (its core schema still accepts it alongside image/...).
+      const content = client.modern
+        ? [
+            { type: 'text', text: 'what is in this image?' },
+            { type: 'image', source: { type: 'data', value: TINY_PNG_BASE64, mimeType: 'image/png' } },
+            { type: 'document', source: { type: 'url', value: 'https://example.com/a.pdf', mimeType: 'application/pdf' } },
+          ]
+        : [
+            { type: 'text', text: 'what is in this image?' },
+            { type: 'binary', mimeType: 'image/png', data: TINY_PNG_BASE64 },
+          ];
+      const user = userMessage(content);
+      const agent = ctx.agent([user]);
+      const run = await doRun(agent, ctx.trace, { tools: [] }, 'run 1');
+      const messages = (ctx.trace.messages = agent.messages);
+      const sent = run.http?.request?.messages ?? [];
+      check(
+        sent.some((m) => m.id === user.id && deepEqual(m.content, content)),
+        'client did not send the multimodal user message unchanged (harness problem)',
+      );
+      assertRunClean(run);
+      assertOutcome(client, run);
+      check(eventsOfType(run, 'TOOL_CALL_START').length === 0, 'unexpected tool call');
+      const starts = eventsOfType(run, 'TEXT_MESSAGE_START');
+      check(starts.length === 1, `expected 1 TEXT_MESSAGE_START, saw ${starts.length}`);
+      const text = streamedText(run, starts[0].messageId);
+      check(
+        text.startsWith('I received your message with attachments'),
+        `streamed text ${JSON.stringify(trunc(text))} does not start with "I received your message with attachments"`,
+      );
+      check(messages.length === 2, `expected 2 messages (user, assistant), found ${messages.length}`);
+      check(messages[0].id === user.id && deepEqual(messages[0].content, content), 'user message content changed in agent.messages');
+      const reply = messages[1];
+      check(reply.role === 'assistant' && reply.id === starts[0].messageId, `second message is ${reply.role} ${reply.id}, expected the assistant reply`);
+      check(
+        typeof reply.content === 'string' && reply.content.startsWith('I received your message with attachments'),
+        `assistant content ${JSON.stringify(trunc(reply.content))}`,
+      );
     },
   },
 ];
