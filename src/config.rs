@@ -61,6 +61,8 @@ struct FileConfig {
     #[serde(default)]
     listen: Option<String>,
     #[serde(default)]
+    data_dir: Option<PathBuf>,
+    #[serde(default)]
     server: ServerFile,
     #[serde(default)]
     media: MediaFile,
@@ -407,6 +409,8 @@ pub struct AgentConfig {
 pub struct Config {
     /// Where to listen.
     pub listen: SocketAddr,
+    /// Where embedded stores (search indexes, later the conversation store) keep their files.
+    pub data_dir: PathBuf,
     /// Server-wide settings.
     pub server: ServerSettings,
     /// Where media URLs may be fetched from.
@@ -467,6 +471,11 @@ impl Config {
                 format!("{listen:?} is not an address like 127.0.0.1:8080"),
             )
         })?;
+        let data_dir = match raw.data_dir {
+            Some(p) if p.is_relative() => dir.map(|d| d.join(&p)).unwrap_or(p),
+            Some(p) => p,
+            None => PathBuf::from("agui-data"),
+        };
         let d = ServerSettings::default();
         let s = raw.server;
         let server = ServerSettings {
@@ -545,6 +554,7 @@ impl Config {
         }
         Ok(Config {
             listen,
+            data_dir,
             server,
             media,
             agents,

@@ -72,7 +72,11 @@ impl AppState {
             .build()?;
         let shared = agent::Shared {
             media: Arc::new(config.media.clone()),
-            search: Arc::new(tools::search::SearchService::default()),
+            search: Arc::new(
+                tools::search::SearchService::open(&config.data_dir.join("search")).map_err(
+                    |e| anyhow::anyhow!("search index in {}: {e}", config.data_dir.display()),
+                )?,
+            ),
         };
         let mut agents = HashMap::new();
         for a in &config.agents {
@@ -106,6 +110,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(api::health::healthz))
         .route("/agents", get(api::health::agents))
         .route("/agents/{id}/agui", post(api::agui::run_agent))
+        .merge(api::search::routes())
         .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
         .layer(cors)
         .layer(TraceLayer::new_for_http())

@@ -13,7 +13,8 @@ async fn real_ag_ui_clients_accept_the_gateway_streams() {
         dir.join("node_modules/@ag-ui/client").exists() && dir.join("node_modules/agui0").exists(),
         "conformance/node_modules is missing: run `npm ci --prefix conformance` (scripts/test.sh does)"
     );
-    let config = Config::load(None).unwrap();
+    let mut config = Config::load(None).unwrap();
+    config.data_dir = std::env::temp_dir().join(format!("agui-conformance-{}", std::process::id()));
     let state = AppState::from_config(&config).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -2,6 +2,7 @@
 
 pub mod agui;
 pub mod health;
+pub mod search;
 
 use axum::Json;
 use axum::http::StatusCode;

@@ -23,6 +23,16 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, oneshot};
 
+/// A fresh directory under the system temp dir.
+pub fn temp_dir(prefix: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "agui-test-{prefix}-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
 /// A running gateway.
 pub struct Gateway {
     pub addr: SocketAddr,
@@ -32,7 +42,10 @@ pub struct Gateway {
 
 impl Gateway {
     pub async fn start(config_toml: &str) -> Gateway {
-        let config = Config::parse(config_toml, "test.toml", None).expect("test config");
+        let mut config = Config::parse(config_toml, "test.toml", None).expect("test config");
+        if !config_toml.contains("data_dir") {
+            config.data_dir = temp_dir("gw");
+        }
         let state = AppState::from_config(&config).await.expect("state");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

@@ -28,6 +28,13 @@ pub fn parse(
 #[derive(Debug, Default)]
 pub struct SearchService {}
 
+impl SearchService {
+    /// Opens (or creates) the indexes stored under `dir`.
+    pub fn open(_dir: &Path) -> Result<Self, String> {
+        Ok(Self {})
+    }
+}
+
 /// Builds the search tools of an entry.
 pub async fn start(
     cfg: SearchConfig,
