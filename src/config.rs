@@ -419,7 +419,7 @@ pub struct Config {
     pub agents: Vec<AgentConfig>,
 }
 
-const BUILTINS: &[&str] = &["calculator"];
+const BUILTINS: &[&str] = &["calculator", "publish"];
 
 impl Config {
     /// Loads `path`, or the embedded default when `None`.

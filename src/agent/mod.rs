@@ -1,6 +1,7 @@
 //! Agents: a model, a system prompt and backend tools, built from config; and the loops that
 //! run them.
 
+pub mod approvals;
 pub mod react;
 pub mod usage;
 
@@ -14,7 +15,7 @@ use crate::model::media::MediaPolicy;
 use crate::model::openai::{OpenAiProvider, OpenAiSettings};
 use crate::model::scripted::ScriptedProvider;
 use crate::model::{InferenceParams, Provider};
-use crate::tools::builtin::Calculator;
+use crate::tools::builtin::{Calculator, Publish};
 use crate::tools::http::HttpTool;
 use crate::tools::search::SearchService;
 use crate::tools::{Registry, RegistryBuilder, Tool};
@@ -145,6 +146,7 @@ impl Agent {
                 )),
                 ToolKind::Builtin { name, kind } => match kind.as_str() {
                     "calculator" => Arc::new(Calculator::new(name)),
+                    "publish" => Arc::new(Publish::new(name)),
                     other => return Err(format!("unknown built-in tool {other:?}")),
                 },
                 ToolKind::Mcp(c) => {

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::Agent;
+use super::approvals;
 use super::usage::Ledger;
 use crate::conversation::from_agui::{self, context_prompt};
 use crate::conversation::{ContentBlock, Message, Role, ToolResultBlock, ToolSpec, redacted_value};
@@ -154,17 +155,8 @@ impl Run<'_> {
         self.emitter
             .know_tool_calls(converted.tool_call_ids.iter().cloned());
         let mut notices = converted.notices;
-        if !input.resume.is_empty() {
-            notices.push("resume entries were ignored: this agent raised no interrupts".into());
-        }
-        if !notices.is_empty() {
-            self.emitter
-                .emit(Event::Custom {
-                    name: "input_notices".into(),
-                    value: json!(notices),
-                })
-                .await?;
-        }
+        let (mut decisions, unknown) = approvals::from_resume(&input.resume);
+        notices.extend(unknown);
         let mut messages = converted.conversation.messages;
         let dropped = tokio::select! {
             biased;
@@ -180,6 +172,28 @@ impl Run<'_> {
                 })
                 .await?;
         }
+        let tools = &self.agent.tools;
+        for d in approvals::from_tool_messages(&messages, |n| tools.requires_approval(n)) {
+            if !decisions.iter().any(|x| x.call_id == d.call_id) {
+                decisions.push(d);
+            }
+        }
+        for call in &converted.unanswered {
+            if !decisions.iter().any(|d| &d.call_id == call) {
+                notices.push(format!(
+                    "tool call {call} had no result; told the model it was not executed"
+                ));
+            }
+        }
+        if !notices.is_empty() {
+            self.emitter
+                .emit(Event::Custom {
+                    name: "input_notices".into(),
+                    value: json!(notices),
+                })
+                .await?;
+        }
+        self.apply_decisions(&mut messages, decisions).await?;
         if messages.is_empty() {
             // Nothing to answer (a client fetching initial state): an empty, successful run.
             return self.finish(Vec::new()).await;
@@ -246,12 +260,18 @@ impl Run<'_> {
                 .calls
                 .iter()
                 .partition(|c| !frontend.iter().any(|f| f.name == c.name));
+            let (gated, backend): (Vec<&Call>, Vec<&Call>) = backend
+                .into_iter()
+                .partition(|c| self.agent.tools.requires_approval(&c.name));
             let results = self.run_backend(&backend).await?;
             if !results.is_empty() {
                 messages.push(Message {
                     role: Role::User,
                     content: results,
                 });
+            }
+            if !gated.is_empty() {
+                return self.pause_for_approval(&gated, &frontend_calls).await;
             }
             if !frontend_calls.is_empty() {
                 return self
@@ -300,11 +320,85 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// Runs (or refuses) the calls people decided about, streaming each result under the
+    /// original call id and putting it into the history in place of its placeholder.
+    async fn apply_decisions(
+        &mut self,
+        messages: &mut [Message],
+        decisions: Vec<approvals::Decision>,
+    ) -> Result<(), Halt> {
+        for d in decisions {
+            let Some((name, input)) = approvals::find_call(messages, &d.call_id) else {
+                tracing::info!(call = %d.call_id, "approval for a call that is not in the history; ignored");
+                continue;
+            };
+            let out = if d.approved {
+                let args = d.arguments.unwrap_or(input).to_string();
+                let ctx = ToolContext {
+                    thread_id: self.input.thread_id.clone(),
+                    run_id: self.input.run_id.clone(),
+                    tool_call_id: d.call_id.clone(),
+                    cancel: self.cancel.clone(),
+                };
+                self.agent.tools.call(&name, &args, ctx).await
+            } else {
+                ToolOutput::error(approvals::DENIED)
+            };
+            self.emitter
+                .emit(Event::ToolCallResult {
+                    message_id: new_id("msg"),
+                    tool_call_id: d.call_id.clone(),
+                    content: ToolResultContent::Text(out.text.clone()),
+                    role: Some("tool".into()),
+                })
+                .await?;
+            approvals::set_result(messages, &d.call_id, &out);
+        }
+        Ok(())
+    }
+
+    /// Ends the run waiting for a person to approve `gated` calls: an interrupt for 1.0 clients,
+    /// pending calls (like frontend tools) for older ones.
+    async fn pause_for_approval(
+        &mut self,
+        gated: &[&Call],
+        frontend: &[&Call],
+    ) -> Result<(), Halt> {
+        let requests: Vec<Value> = gated
+            .iter()
+            .map(|c| json!({"toolCallId": c.id, "toolName": c.name, "arguments": args_value(&c.args)}))
+            .collect();
+        self.emitter
+            .emit(Event::Custom {
+                name: "approval_required".into(),
+                value: json!(requests),
+            })
+            .await?;
+        if self.emitter.is_v1() {
+            let interrupts = gated
+                .iter()
+                .map(|c| approvals::interrupt(&c.id, &c.name, &c.args))
+                .collect();
+            return self.end(Some(Outcome::Interrupt { interrupts })).await;
+        }
+        let pending = gated
+            .iter()
+            .chain(frontend.iter())
+            .map(|c| c.id.clone())
+            .collect();
+        self.finish(pending).await
+    }
+
     async fn finish(&mut self, pending: Vec<String>) -> Result<(), Halt> {
         let v1 = self.emitter.is_v1();
         let outcome = (v1 && !pending.is_empty()).then_some(Outcome::Success {
             pending_tool_call_ids: Some(pending),
         });
+        self.end(outcome).await
+    }
+
+    async fn end(&mut self, outcome: Option<Outcome>) -> Result<(), Halt> {
+        let v1 = self.emitter.is_v1();
         if !self.usage.is_empty() {
             self.emitter
                 .emit(Event::Custom {

@@ -25,6 +25,8 @@ pub struct Converted {
     pub notices: Vec<String>,
     /// Every tool-call id in the history (a resumed run may answer them).
     pub tool_call_ids: Vec<String>,
+    /// Calls that had no result and were given a "not executed" one.
+    pub unanswered: Vec<String>,
 }
 
 /// Converts AG-UI messages to the unified model.
@@ -102,7 +104,7 @@ pub fn convert(messages: &[InputMessage]) -> Converted {
         out.notices
             .push("dropped reasoning that no assistant message followed".into());
     }
-    repair_tool_pairs(&mut turns, &mut out.notices);
+    repair_tool_pairs(&mut turns, &mut out.notices, &mut out.unanswered);
     out.conversation.messages = turns;
     out
 }
@@ -258,7 +260,11 @@ fn result_blocks(content: &Content, notices: &mut Vec<String>) -> Vec<ToolResult
 
 /// Makes every tool use answered by exactly one result in the next turn, results first in
 /// that turn, and turns results that answer nothing into text so no content is lost.
-fn repair_tool_pairs(turns: &mut Vec<Message>, notices: &mut Vec<String>) {
+fn repair_tool_pairs(
+    turns: &mut Vec<Message>,
+    notices: &mut Vec<String>,
+    unanswered: &mut Vec<String>,
+) {
     let mut i = 0;
     while i < turns.len() {
         if turns[i].role == Role::User {
@@ -302,14 +308,12 @@ fn repair_tool_pairs(turns: &mut Vec<Message>, notices: &mut Vec<String>) {
         for b in next.content.drain(..) {
             match &b {
                 ContentBlock::ToolResult { tool_use_id, .. } => {
-                    if let Some(k) = uses.iter().position(|u| u == tool_use_id) {
-                        if found[k].is_none() {
-                            found[k] = Some(b);
-                        } else {
-                            notices.push(format!(
-                                "dropped a second result for tool call {tool_use_id}"
-                            ));
-                        }
+                    // The latest result of a call wins: an approval decision is followed by
+                    // the result of the approved run.
+                    if let Some(k) = uses.iter().position(|u| u == tool_use_id)
+                        && found[k].replace(b).is_some()
+                    {
+                        tracing::debug!(call = %uses[k], "kept the latest of several results for a tool call");
                     }
                 }
                 _ => rest.push(b),
@@ -317,10 +321,7 @@ fn repair_tool_pairs(turns: &mut Vec<Message>, notices: &mut Vec<String>) {
         }
         for (k, f) in found.into_iter().enumerate() {
             results.push(f.unwrap_or_else(|| {
-                notices.push(format!(
-                    "tool call {} had no result; told the model it was not executed",
-                    uses[k]
-                ));
+                unanswered.push(uses[k].clone());
                 ContentBlock::ToolResult {
                     tool_use_id: uses[k].clone(),
                     content: vec![ToolResultBlock::Text {

@@ -46,6 +46,42 @@ impl Tool for Calculator {
     }
 }
 
+/// A stand-in for a consequential action (posting a message somewhere): it only echoes what it
+/// would publish. The demo agent gates it behind approval to show human-in-the-loop.
+pub struct Publish {
+    spec: ToolSpec,
+}
+
+impl Publish {
+    /// The tool, under `name`.
+    pub fn new(name: &str) -> Self {
+        Self {
+            spec: ToolSpec {
+                name: name.to_string(),
+                description: "Publish a short message to the team channel.".into(),
+                input_schema: json!({
+                    "type": "object",
+                    "properties": {"text": {"type": "string", "minLength": 1, "maxLength": 500}},
+                    "required": ["text"]
+                }),
+            },
+        }
+    }
+}
+
+impl Tool for Publish {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call(&self, args: Value, _ctx: ToolContext) -> BoxFuture<'_, ToolOutput> {
+        Box::pin(async move {
+            let text = args.get("text").and_then(Value::as_str).unwrap_or_default();
+            ToolOutput::ok(format!("Published: {text}"))
+        })
+    }
+}
+
 fn format_number(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{}", v as i64)
