@@ -55,6 +55,14 @@ const DEMO_REASONING_SIGNATURE = 'c2NyaXB0ZWQtc2lnbmF0dXJl';
 const TINY_PNG_BASE64 =
   'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==';
 
+// The demo agent's approval-gated backend tool and what the demo model says
+// around it (fixtures/demo.json).
+const PUBLISH_TOOL_NAME = 'publish_message';
+const PUBLISH_PROMPT = 'please publish hello team';
+const PUBLISH_ARGS = { text: 'hello team' };
+const PUBLISH_ANNOUNCEMENT = 'I will publish that once you approve.';
+const PUBLISH_REPLY_PREFIX = 'Publishing result: ';
+
 const CHANGE_BACKGROUND_TOOL = {
   name: 'change_background',
   description: 'Change the page background colour',
@@ -88,8 +96,21 @@ function errText(e) {
   return typeof e === 'string' ? e : JSON.stringify(e);
 }
 
+// Structural equality of JSON values (object key order does not matter).
+function canonicalJson(v) {
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
+  if (v && typeof v === 'object') {
+    return `{${Object.keys(v)
+      .filter((k) => v[k] !== undefined)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson(v[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(v);
+}
+
 function deepEqual(a, b) {
-  return JSON.stringify(a) === JSON.stringify(b);
+  return canonicalJson(a) === canonicalJson(b);
 }
 
 function isNonEmptyString(v) {
@@ -121,6 +142,10 @@ function nullAllowedAt(event, path) {
     case 'RUN_STARTED':
       // echoed RunAgentInput: state/forwardedProps/tool schemas are opaque JSON
       if (top === 'input' && ['state', 'forwardedProps', 'tools', 'context'].includes(second)) return true;
+      break;
+    case 'RUN_FINISHED':
+      // an interrupt's responseSchema is an opaque JSON Schema
+      if (top === 'outcome' && second === 'interrupts' && path[3] === 'responseSchema' && path.length > 4) return true;
       break;
     default:
       break;
@@ -480,8 +505,170 @@ function streamedText(run, messageId) {
     .join('');
 }
 
+// Adds a message to the agent's history the way an application would.
+function addMessage(agent, message) {
+  if (typeof agent.addMessage === 'function') agent.addMessage(message);
+  else agent.messages.push(message);
+}
+
+// Run 1 of the approval scenarios: the demo model announces and calls the
+// approval-gated publish_message tool; the gateway must not run it. Checks
+// everything both client versions share and returns the call.
+async function startApproval(client, ctx) {
+  const user = userMessage(PUBLISH_PROMPT);
+  const agent = ctx.agent([user]);
+  const run1 = await doRun(agent, ctx.trace, { tools: [] }, 'run 1');
+  const messages = (ctx.trace.messages = agent.messages);
+  assertRunClean(run1);
+
+  // Event-level shape: the announcement, then START/ARGS/END for the call, no result.
+  const evs = run1.events;
+  const textStarts = eventsOfType(run1, 'TEXT_MESSAGE_START');
+  check(textStarts.length === 1, `run 1: expected 1 TEXT_MESSAGE_START, saw ${textStarts.length}`);
+  const text = streamedText(run1, textStarts[0].messageId);
+  check(text === PUBLISH_ANNOUNCEMENT, `run 1: streamed text ${JSON.stringify(trunc(text))}, expected ${JSON.stringify(PUBLISH_ANNOUNCEMENT)}`);
+  const starts = eventsOfType(run1, 'TOOL_CALL_START');
+  check(starts.length === 1, `run 1: expected 1 TOOL_CALL_START, saw ${starts.length}`);
+  check(starts[0].toolCallName === PUBLISH_TOOL_NAME, `run 1: tool call name ${JSON.stringify(starts[0].toolCallName)}, expected ${PUBLISH_TOOL_NAME}`);
+  const callId = starts[0].toolCallId;
+  const iStart = evs.indexOf(starts[0]);
+  const iEnd = evs.findIndex((e) => e.type === 'TOOL_CALL_END' && e.toolCallId === callId);
+  check(iEnd > iStart, 'run 1: no TOOL_CALL_END after TOOL_CALL_START');
+  check(eventsOfType(run1, 'TOOL_CALL_RESULT').length === 0, 'run 1: the approval-gated tool got a TOOL_CALL_RESULT before approval');
+
+  // The approval request, for any client that looks at CUSTOM events.
+  const customs = eventsOfType(run1, 'CUSTOM').filter((e) => e.name === 'approval_required');
+  check(customs.length === 1, `run 1: expected 1 CUSTOM approval_required, saw ${customs.length}`);
+  const expectedRequest = [{ toolCallId: callId, toolName: PUBLISH_TOOL_NAME, arguments: PUBLISH_ARGS }];
+  check(
+    deepEqual(customs[0].value, expectedRequest),
+    `run 1: approval_required value ${JSON.stringify(customs[0].value)}, expected ${JSON.stringify(expectedRequest)}`,
+  );
+  check(evs.indexOf(customs[0]) > iEnd, 'run 1: CUSTOM approval_required precedes the TOOL_CALL_END of its call');
+
+  // Message-level shape: the call is in the history, unanswered.
+  check(messages.length === 2, `run 1: expected 2 messages (user, assistant), found ${messages.length}`);
+  check(messages[0].id === user.id && messages[0].role === 'user', 'run 1: first message is not the user message');
+  const last = messages[1];
+  check(last.role === 'assistant', `run 1: last message is ${last.role}, expected assistant`);
+  check(last.content === PUBLISH_ANNOUNCEMENT, `run 1: assistant content ${JSON.stringify(trunc(last.content))}`);
+  check(Array.isArray(last.toolCalls) && last.toolCalls.length === 1, `run 1: assistant message has ${last.toolCalls?.length ?? 0} tool calls, expected 1`);
+  const call = last.toolCalls[0];
+  check(call.id === callId, 'run 1: TOOL_CALL_START id differs from the message tool call id');
+  check(call.function.name === PUBLISH_TOOL_NAME, `run 1: tool call name ${JSON.stringify(call.function.name)}`);
+  let args;
+  try {
+    args = JSON.parse(call.function.arguments);
+  } catch {
+    throw new ScenarioFailure(`run 1: tool call arguments are not JSON: ${JSON.stringify(call.function.arguments)}`);
+  }
+  check(deepEqual(args, PUBLISH_ARGS), `run 1: arguments ${call.function.arguments}, expected ${JSON.stringify(PUBLISH_ARGS)}`);
+  check(!messages.some((m) => m.role === 'tool'), 'run 1: a tool message appeared for an unapproved call');
+  assertToolCallParents(run1, messages, { required: true });
+  return { agent, user, run1, callId };
+}
+
+// 1.0: run 1 must end with exactly one tool-approval interrupt for the call,
+// and the client must hold it in agent.pendingInterrupts.
+function assertApprovalInterrupt(agent, run, callId) {
+  const fin = finishedEvent(run);
+  check(fin, `${run.label}: no RUN_FINISHED`);
+  const outcome = fin.outcome;
+  check(outcome?.type === 'interrupt', `${run.label}: RUN_FINISHED.outcome ${JSON.stringify(outcome)}, expected an interrupt`);
+  check(Array.isArray(outcome.interrupts) && outcome.interrupts.length === 1, `${run.label}: expected 1 interrupt, got ${JSON.stringify(outcome.interrupts)}`);
+  const it = outcome.interrupts[0];
+  const allowed = ['id', 'reason', 'message', 'toolCallId', 'responseSchema', 'expiresAt', 'metadata'];
+  const extra = Object.keys(it).filter((k) => !allowed.includes(k));
+  check(extra.length === 0, `${run.label}: interrupt has unexpected fields ${extra.join(', ')}`);
+  check(it.id === `approval:${callId}`, `${run.label}: interrupt id ${JSON.stringify(it.id)}, expected "approval:${callId}"`);
+  check(it.reason === 'tool_call', `${run.label}: interrupt reason ${JSON.stringify(it.reason)}, expected "tool_call"`);
+  check(it.toolCallId === callId, `${run.label}: interrupt toolCallId ${JSON.stringify(it.toolCallId)} != ${callId}`);
+  check(isNonEmptyString(it.message), `${run.label}: interrupt message is ${JSON.stringify(it.message)}`);
+  check(
+    it.responseSchema && typeof it.responseSchema === 'object' && !Array.isArray(it.responseSchema),
+    `${run.label}: interrupt responseSchema is ${JSON.stringify(it.responseSchema)}, expected a JSON Schema object`,
+  );
+  check(it.responseSchema.type === 'object', `${run.label}: responseSchema.type ${JSON.stringify(it.responseSchema.type)}`);
+  check(it.responseSchema.properties?.approved?.type === 'boolean', `${run.label}: responseSchema does not describe a boolean "approved"`);
+  check(it.expiresAt === undefined, `${run.label}: interrupt has expiresAt ${JSON.stringify(it.expiresAt)}`);
+  check(!('pendingToolCallIds' in outcome), `${run.label}: interrupt outcome carries pendingToolCallIds`);
+
+  // What the client delivered and stored: the 1.0.0 apply step hands
+  // subscribers {outcome: "interrupt", interrupts} and sets
+  // agent.pendingInterrupts to outcome.interrupts (unchanged but for a null
+  // subagentRunId, which the gateway never sends).
+  check(run.finished?.outcome === 'interrupt', `${run.label}: onRunFinishedEvent saw outcome ${JSON.stringify(run.finished?.outcome)}, expected "interrupt"`);
+  const clientFin = eventsOfType(run, 'RUN_FINISHED').pop();
+  check(deepEqual(clientFin?.outcome, outcome), `${run.label}: the client delivered outcome ${JSON.stringify(clientFin?.outcome)}, wire had ${JSON.stringify(outcome)}`);
+  check(
+    deepEqual(agent.pendingInterrupts, outcome.interrupts),
+    `${run.label}: agent.pendingInterrupts is ${JSON.stringify(agent.pendingInterrupts)}, expected ${JSON.stringify(outcome.interrupts)}`,
+  );
+  return it;
+}
+
+// The run after a decision: the gateway runs (or refuses) the call and streams
+// its TOOL_CALL_RESULT under the original id before any text; the model then
+// replies. Returns the new tool message and the reply.
+function assertApprovalContinuation(run, agent, before, callId, expectContent) {
+  check(eventsOfType(run, 'TOOL_CALL_START').length === 0, `${run.label}: unexpected TOOL_CALL_START (the approved call must not be re-announced)`);
+  const results = eventsOfType(run, 'TOOL_CALL_RESULT');
+  check(results.length === 1, `${run.label}: expected 1 TOOL_CALL_RESULT, saw ${results.length}`);
+  const result = results[0];
+  check(result.toolCallId === callId, `${run.label}: TOOL_CALL_RESULT.toolCallId ${JSON.stringify(result.toolCallId)} != original call ${callId}`);
+  check(typeof result.content === 'string' && expectContent(result.content), `${run.label}: TOOL_CALL_RESULT content ${JSON.stringify(result.content)}`);
+  const iResult = run.events.indexOf(result);
+  const iText = run.events.findIndex((e) => e.type === 'TEXT_MESSAGE_START');
+  check(iText !== -1, `${run.label}: no assistant text`);
+  check(iResult < iText, `${run.label}: TOOL_CALL_RESULT does not come before the assistant text`);
+  const textStarts = eventsOfType(run, 'TEXT_MESSAGE_START');
+  check(textStarts.length === 1, `${run.label}: expected 1 TEXT_MESSAGE_START, saw ${textStarts.length}`);
+  const expectedText = `${PUBLISH_REPLY_PREFIX}${result.content}`;
+  const text = streamedText(run, textStarts[0].messageId);
+  check(text === expectedText, `${run.label}: streamed text ${JSON.stringify(trunc(text, 120))}, expected ${JSON.stringify(trunc(expectedText, 120))}`);
+
+  const messages = agent.messages;
+  const fresh = messages.filter((m) => !before.has(m.id));
+  check(!fresh.some((m) => m.toolCalls?.length), `${run.label}: a new message carries tool calls`);
+  const toolMsgs = fresh.filter((m) => m.role === 'tool');
+  check(toolMsgs.length === 1, `${run.label}: expected 1 new tool message, found ${toolMsgs.length}`);
+  const toolMsg = toolMsgs[0];
+  check(toolMsg.id === result.messageId, `${run.label}: tool message id ${toolMsg.id} != TOOL_CALL_RESULT.messageId ${result.messageId}`);
+  check(toolMsg.toolCallId === callId, `${run.label}: tool message toolCallId ${JSON.stringify(toolMsg.toolCallId)} != original call ${callId}`);
+  check(toolMsg.content === result.content, `${run.label}: tool message content ${JSON.stringify(toolMsg.content)} != TOOL_CALL_RESULT content`);
+  const iCallMsg = messages.findIndex((m) => m.role === 'assistant' && m.toolCalls?.some((t) => t.id === callId));
+  check(iCallMsg !== -1, `${run.label}: the assistant tool-call message vanished from agent.messages`);
+  check(messages.indexOf(toolMsg) > iCallMsg, `${run.label}: the tool message precedes the assistant tool-call message`);
+  const replies = fresh.filter((m) => m.role === 'assistant');
+  check(replies.length === 1, `${run.label}: expected 1 new assistant message, found ${replies.length}`);
+  const reply = replies[0];
+  check(reply.id === textStarts[0].messageId, `${run.label}: reply id ${reply.id} != TEXT_MESSAGE_START ${textStarts[0].messageId}`);
+  check(reply.content === expectedText, `${run.label}: assistant content ${JSON.stringify(trunc(reply.content, 120))}`);
+  check(messages[messages.length - 1] === reply, `${run.label}: the reply is not the last message`);
+  check(messages.indexOf(reply) > messages.indexOf(toolMsg), `${run.label}: the reply does not follow the tool message`);
+  return { toolMsg, reply };
+}
+
+// 1.0: resume run 1's interrupt with `entry` and check the continuation.
+async function resumeApproval(client, ctx, agent, callId, entry, expectContent) {
+  const before = new Set(agent.messages.map((m) => m.id));
+  const resume = [{ interruptId: `approval:${callId}`, ...entry }];
+  const run2 = await doRun(agent, ctx.trace, { tools: [], resume }, 'run 2');
+  ctx.trace.messages = agent.messages;
+  const sent = run2.http?.request;
+  check(deepEqual(sent?.resume, resume), `run 2: client sent resume ${JSON.stringify(sent?.resume)} (harness problem)`);
+  assertRunClean(run2);
+  assertOutcome(client, run2);
+  const out = assertApprovalContinuation(run2, agent, before, callId, expectContent);
+  check(
+    Array.isArray(agent.pendingInterrupts) && agent.pendingInterrupts.length === 0,
+    `run 2: agent.pendingInterrupts is ${JSON.stringify(agent.pendingInterrupts)}, expected []`,
+  );
+  return out;
+}
+
 // ---------------------------------------------------------------------------
-// Scenarios
+// Scenarios (a scenario with `versions` runs only on those client versions)
 
 const SCENARIOS = [
   {
@@ -743,6 +930,61 @@ const SCENARIOS = [
       );
     },
   },
+  {
+    name: 'approval-approve',
+    versions: ['1.0.0'],
+    async run(client, ctx) {
+      const { agent, run1, callId } = await startApproval(client, ctx);
+      assertApprovalInterrupt(agent, run1, callId);
+      const { toolMsg } = await resumeApproval(
+        client,
+        ctx,
+        agent,
+        callId,
+        { status: 'resolved', payload: { approved: true, arguments: { text: 'edited' } } },
+        (c) => c === 'Published: edited',
+      );
+      check(toolMsg.content === 'Published: edited', `run 2: tool message content ${JSON.stringify(toolMsg.content)}, expected "Published: edited"`);
+    },
+  },
+  {
+    name: 'approval-reject',
+    versions: ['1.0.0'],
+    async run(client, ctx) {
+      const { agent, run1, callId } = await startApproval(client, ctx);
+      assertApprovalInterrupt(agent, run1, callId);
+      const { toolMsg } = await resumeApproval(client, ctx, agent, callId, { status: 'cancelled' }, (c) => c.includes('denied'));
+      check(toolMsg.content.includes('denied'), `run 2: tool message content ${JSON.stringify(toolMsg.content)} lacks "denied"`);
+      check(!toolMsg.content.includes('Published'), `run 2: the rejected call ran: ${JSON.stringify(toolMsg.content)}`);
+    },
+  },
+  {
+    name: 'approval-pending',
+    versions: ['0.0.58'],
+    async run(client, ctx) {
+      const { agent, run1, callId } = await startApproval(client, ctx);
+      // No interrupts for 0.0.x: no outcome, the call is simply left pending.
+      assertOutcome(client, run1);
+
+      // Answer with a tool message holding the decision and run again.
+      const decision = { id: randomUUID(), role: 'tool', toolCallId: callId, content: JSON.stringify({ approved: true }) };
+      addMessage(agent, decision);
+      const before = new Set(agent.messages.map((m) => m.id));
+      const run2 = await doRun(agent, ctx.trace, { tools: [] }, 'run 2');
+      ctx.trace.messages = agent.messages;
+      const sent = run2.http?.request?.messages ?? [];
+      check(
+        sent.some((m) => m.id === decision.id && m.role === 'tool' && m.toolCallId === callId && m.content === decision.content),
+        'run 2: client did not send the decision tool message (harness problem)',
+      );
+      check(!('resume' in (run2.http?.request ?? {})), 'run 2: 0.0.58 client sent resume (harness problem)');
+      assertRunClean(run2);
+      assertOutcome(client, run2);
+      const { toolMsg } = assertApprovalContinuation(run2, agent, before, callId, (c) => c === `Published: ${PUBLISH_ARGS.text}`);
+      check(toolMsg.id !== decision.id, 'run 2: the result reuses the decision message id');
+      check(agent.messages.some((m) => m.id === decision.id), 'run 2: the decision tool message vanished from agent.messages');
+    },
+  },
 ];
 
 // ---------------------------------------------------------------------------
@@ -760,6 +1002,7 @@ async function main() {
   for (const client of CLIENTS) {
     const installed = installedVersion(client.pkg);
     for (const scenario of SCENARIOS) {
+      if (scenario.versions && !scenario.versions.includes(client.version)) continue;
       const trace = { url, runs: [], http: [], messages: undefined };
       const ctx = {
         trace,

@@ -21,6 +21,7 @@ pub mod conversation;
 pub mod model;
 pub mod protocol;
 pub mod runs;
+pub mod store;
 pub mod tools;
 
 use std::collections::HashMap;

@@ -36,5 +36,5 @@ async fn real_ag_ui_clients_accept_the_gateway_streams() {
         out.status.success(),
         "conformance failed:\n{stdout}\n{stderr}"
     );
-    assert!(stdout.contains("10 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("13 passed, 0 failed"), "{stdout}");
 }

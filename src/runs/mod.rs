@@ -1,6 +1,7 @@
 //! Active runs: one per thread, each with a cancellation token, removed when the run ends.
 
 pub mod emitter;
+pub mod transcript;
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -1,0 +1,151 @@
+//! Persistence behind one [`Store`] trait: threads (AG-UI messages stored whole, in order,
+//! deduplicated by id), thread leases (one run per thread across gateways), and run event logs
+//! (replay after a reconnect). Two implementations share the SQL in [`sql`]: SQLite (embedded
+//! default, a WAL file under the data directory) and PostgreSQL (several gateways).
+
+pub mod sql;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The database refused or could not be reached.
+    #[error("store unavailable: {0}")]
+    Database(#[source] sqlx::Error),
+    /// Migrations failed.
+    #[error("store migration failed: {0}")]
+    Migration(#[source] sqlx::migrate::MigrateError),
+    /// A stored row could not be read back.
+    #[error("corrupt stored data: {0}")]
+    Corrupt(String),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        StoreError::Database(e)
+    }
+}
+
+/// One stored AG-UI message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredMessage {
+    /// The message id (AG-UI `id`).
+    pub id: String,
+    /// The whole AG-UI message as JSON.
+    pub body: Value,
+}
+
+impl StoredMessage {
+    /// Wraps an AG-UI message; `None` when it has no string `id`.
+    pub fn from_agui(body: Value) -> Option<Self> {
+        let id = body.get("id")?.as_str()?.to_string();
+        Some(Self { id, body })
+    }
+
+    /// The message's `role`.
+    pub fn role(&self) -> &str {
+        self.body.get("role").and_then(Value::as_str).unwrap_or("")
+    }
+}
+
+/// A run as recorded for replay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRecord {
+    /// The run.
+    pub run_id: String,
+    /// Its agent.
+    pub agent_id: String,
+    /// Its thread.
+    pub thread_id: String,
+    /// Whether it has ended.
+    pub finished: bool,
+}
+
+/// Outcome of trying to take a thread's lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lease {
+    /// This run holds the thread now.
+    Acquired,
+    /// Another run holds it, until it ends or its lease expires.
+    Busy {
+        /// The holding run.
+        run_id: String,
+    },
+}
+
+/// The persistence interface of the gateway.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// `sqlite` or `postgres`.
+    fn kind(&self) -> &'static str;
+
+    /// The thread's messages in order.
+    async fn load_thread(
+        &self,
+        agent: &str,
+        thread: &str,
+    ) -> Result<Vec<StoredMessage>, StoreError>;
+    /// Inserts new messages at the end (in the given order) and updates known ones in place;
+    /// one transaction.
+    async fn save_messages(
+        &self,
+        agent: &str,
+        thread: &str,
+        messages: &[StoredMessage],
+    ) -> Result<(), StoreError>;
+    /// Deletes a thread.
+    async fn delete_thread(&self, agent: &str, thread: &str) -> Result<(), StoreError>;
+
+    /// Takes the thread for `run_id` for `ttl` unless another run holds an unexpired lease.
+    async fn acquire_lease(
+        &self,
+        agent: &str,
+        thread: &str,
+        run_id: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Lease, StoreError>;
+    /// Extends this run's lease; `false` when it was lost.
+    async fn renew_lease(
+        &self,
+        agent: &str,
+        thread: &str,
+        run_id: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError>;
+    /// Gives the thread back.
+    async fn release_lease(
+        &self,
+        agent: &str,
+        thread: &str,
+        run_id: &str,
+    ) -> Result<(), StoreError>;
+
+    /// Records a run's start.
+    async fn start_run(&self, run: &RunRecord) -> Result<(), StoreError>;
+    /// Marks a run finished; its events are kept for `keep`.
+    async fn finish_run(&self, run_id: &str, keep: Duration) -> Result<(), StoreError>;
+    /// A run, if known and not expired.
+    async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError>;
+    /// Appends numbered frames of a run's event stream.
+    async fn append_events(&self, run_id: &str, events: &[(u64, String)])
+    -> Result<(), StoreError>;
+    /// The frames after `after`, in order.
+    async fn events_after(
+        &self,
+        run_id: &str,
+        after: u64,
+    ) -> Result<Vec<(u64, String)>, StoreError>;
+    /// Deletes expired runs and their events; returns how many runs went.
+    async fn purge_expired(&self) -> Result<u64, StoreError>;
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    crate::protocol::encode::now_ms()
+}

@@ -1,0 +1,367 @@
+//! The SQL store over `sqlx::Any`: one set of statements for SQLite and PostgreSQL (written with
+//! `$n` placeholders, rewritten to `?n` for SQLite), each backend with its own migrations.
+
+use std::borrow::Cow;
+use std::path::Path;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::any::{AnyPoolOptions, install_default_drivers};
+// Every statement is a literal of this file; only placeholders are rewritten.
+use sqlx::{AnyPool, AssertSqlSafe, Executor, Row};
+
+use super::{Lease, RunRecord, Store, StoreError, StoredMessage, now_ms};
+
+static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Sqlite,
+    Postgres,
+}
+
+/// A SQLite- or PostgreSQL-backed store.
+#[derive(Debug, Clone)]
+pub struct SqlStore {
+    pool: AnyPool,
+    kind: Kind,
+}
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+impl SqlStore {
+    /// Opens (creating it if needed) the embedded SQLite store at `path`, in WAL mode.
+    pub async fn open_sqlite(path: &Path) -> Result<Self, StoreError> {
+        install_default_drivers();
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                StoreError::Corrupt(format!("cannot create {}: {e}", dir.display()))
+            })?;
+        }
+        let url = format!("sqlite://{}?mode=rwc", path.display());
+        let pool = AnyPoolOptions::new()
+            .max_connections(4)
+            .after_connect(|conn, _| {
+                Box::pin(async move {
+                    // WAL lets readers run beside the one writer; the busy timeout makes
+                    // concurrent writers wait instead of failing.
+                    conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=5000;")
+                        .await?;
+                    Ok(())
+                })
+            })
+            .connect(&url)
+            .await?;
+        SQLITE_MIGRATIONS
+            .run(&pool)
+            .await
+            .map_err(StoreError::Migration)?;
+        Ok(Self {
+            pool,
+            kind: Kind::Sqlite,
+        })
+    }
+
+    /// Connects to PostgreSQL at `url` and runs the migrations.
+    pub async fn connect_postgres(url: &str) -> Result<Self, StoreError> {
+        install_default_drivers();
+        let pool = AnyPoolOptions::new()
+            .max_connections(16)
+            .connect(url)
+            .await?;
+        POSTGRES_MIGRATIONS
+            .run(&pool)
+            .await
+            .map_err(StoreError::Migration)?;
+        Ok(Self {
+            pool,
+            kind: Kind::Postgres,
+        })
+    }
+
+    /// The statement in this backend's placeholder syntax.
+    fn sql(&self, sql: &'static str) -> Cow<'static, str> {
+        match self.kind {
+            Kind::Postgres => Cow::Borrowed(sql),
+            Kind::Sqlite => Cow::Owned(sql.replace('$', "?")),
+        }
+    }
+}
+
+#[async_trait]
+impl Store for SqlStore {
+    fn kind(&self) -> &'static str {
+        match self.kind {
+            Kind::Sqlite => "sqlite",
+            Kind::Postgres => "postgres",
+        }
+    }
+
+    async fn load_thread(
+        &self,
+        agent: &str,
+        thread: &str,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        let sql = self.sql("SELECT message_id, body FROM messages WHERE agent_id = $1 AND thread_id = $2 ORDER BY position");
+        let rows = sqlx::query(AssertSqlSafe(sql.clone()))
+            .bind(agent)
+            .bind(thread)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter()
+            .map(|r| {
+                let id: String = r.try_get(0)?;
+                let body: String = r.try_get(1)?;
+                let body = serde_json::from_str(&body)
+                    .map_err(|e| StoreError::Corrupt(format!("message {id}: {e}")))?;
+                Ok(StoredMessage { id, body })
+            })
+            .collect()
+    }
+
+    async fn save_messages(
+        &self,
+        agent: &str,
+        thread: &str,
+        messages: &[StoredMessage],
+    ) -> Result<(), StoreError> {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let now = now_ms();
+        let mut tx = self.pool.begin().await?;
+        let max_sql = self.sql("SELECT COALESCE(MAX(position), -1) FROM messages WHERE agent_id = $1 AND thread_id = $2");
+        let mut next: i64 = sqlx::query(AssertSqlSafe(max_sql.clone()))
+            .bind(agent)
+            .bind(thread)
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get::<i64, _>(0)?
+            + 1;
+        // New ids get the next positions; known ids keep theirs and take the new body.
+        let upsert = self.sql(
+            "INSERT INTO messages (agent_id, thread_id, message_id, position, role, body, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $7) \
+             ON CONFLICT (agent_id, thread_id, message_id) DO UPDATE SET body = excluded.body, role = excluded.role, updated_at = excluded.updated_at",
+        );
+        for m in messages {
+            let body =
+                serde_json::to_string(&m.body).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            sqlx::query(AssertSqlSafe(upsert.clone()))
+                .bind(agent)
+                .bind(thread)
+                .bind(&m.id)
+                .bind(next)
+                .bind(m.role())
+                .bind(body)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            next += 1;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn delete_thread(&self, agent: &str, thread: &str) -> Result<(), StoreError> {
+        let sql = self.sql("DELETE FROM messages WHERE agent_id = $1 AND thread_id = $2");
+        sqlx::query(AssertSqlSafe(sql.clone()))
+            .bind(agent)
+            .bind(thread)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn acquire_lease(
+        &self,
+        agent: &str,
+        thread: &str,
+        run_id: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Lease, StoreError> {
+        let now = now_ms();
+        // Insert, or take over only an expired lease (a crashed gateway's); one statement, so
+        // two gateways racing cannot both win.
+        let sql = self.sql(
+            "INSERT INTO thread_leases (agent_id, thread_id, run_id, holder, expires_at) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (agent_id, thread_id) DO UPDATE SET run_id = excluded.run_id, holder = excluded.holder, expires_at = excluded.expires_at \
+             WHERE thread_leases.expires_at < $6",
+        );
+        let done = sqlx::query(AssertSqlSafe(sql.clone()))
+            .bind(agent)
+            .bind(thread)
+            .bind(run_id)
+            .bind(holder)
+            .bind(now + ms(ttl))
+            .bind(now)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 1 {
+            return Ok(Lease::Acquired);
+        }
+        let sql =
+            self.sql("SELECT run_id FROM thread_leases WHERE agent_id = $1 AND thread_id = $2");
+        let row = sqlx::query(AssertSqlSafe(sql.clone()))
+            .bind(agent)
+            .bind(thread)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(Lease::Busy {
+            run_id: row
+                .map(|r| r.try_get::<String, _>(0))
+                .transpose()?
+                .unwrap_or_default(),
+        })
+    }
+
+    async fn renew_lease(
+        &self,
+        agent: &str,
+        thread: &str,
+        run_id: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let sql = self.sql("UPDATE thread_leases SET expires_at = $1 WHERE agent_id = $2 AND thread_id = $3 AND run_id = $4");
+        let done = sqlx::query(AssertSqlSafe(sql.clone()))
+            .bind(now_ms() + ms(ttl))
+            .bind(agent)
+            .bind(thread)
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn release_lease(
+        &self,
+        agent: &str,
+        thread: &str,
+        run_id: &str,
+    ) -> Result<(), StoreError> {
+        let sql = self.sql(
+            "DELETE FROM thread_leases WHERE agent_id = $1 AND thread_id = $2 AND run_id = $3",
+        );
+        sqlx::query(AssertSqlSafe(sql.clone()))
+            .bind(agent)
+            .bind(thread)
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn start_run(&self, run: &RunRecord) -> Result<(), StoreError> {
+        let sql = self.sql(
+            "INSERT INTO runs (run_id, agent_id, thread_id, state, started_at) VALUES ($1, $2, $3, 'running', $4) \
+             ON CONFLICT (run_id) DO UPDATE SET state = 'running', finished_at = NULL, expires_at = NULL",
+        );
+        sqlx::query(AssertSqlSafe(sql.clone()))
+            .bind(&run.run_id)
+            .bind(&run.agent_id)
+            .bind(&run.thread_id)
+            .bind(now_ms())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn finish_run(&self, run_id: &str, keep: Duration) -> Result<(), StoreError> {
+        let now = now_ms();
+        let sql = self.sql("UPDATE runs SET state = 'finished', finished_at = $1, expires_at = $2 WHERE run_id = $3");
+        sqlx::query(AssertSqlSafe(sql.clone()))
+            .bind(now)
+            .bind(now + ms(keep))
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        let sql = self.sql(
+            "SELECT run_id, agent_id, thread_id, state FROM runs WHERE run_id = $1 AND (expires_at IS NULL OR expires_at > $2)",
+        );
+        let row = sqlx::query(AssertSqlSafe(sql.clone()))
+            .bind(run_id)
+            .bind(now_ms())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| {
+            Ok(RunRecord {
+                run_id: r.try_get(0)?,
+                agent_id: r.try_get(1)?,
+                thread_id: r.try_get(2)?,
+                finished: r.try_get::<String, _>(3)? == "finished",
+            })
+        })
+        .transpose()
+    }
+
+    async fn append_events(
+        &self,
+        run_id: &str,
+        events: &[(u64, String)],
+    ) -> Result<(), StoreError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await?;
+        let sql = self.sql("INSERT INTO run_events (run_id, seq, frame) VALUES ($1, $2, $3) ON CONFLICT (run_id, seq) DO NOTHING");
+        for (seq, frame) in events {
+            sqlx::query(AssertSqlSafe(sql.clone()))
+                .bind(run_id)
+                .bind(*seq as i64)
+                .bind(frame.as_str())
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn events_after(
+        &self,
+        run_id: &str,
+        after: u64,
+    ) -> Result<Vec<(u64, String)>, StoreError> {
+        let sql = self
+            .sql("SELECT seq, frame FROM run_events WHERE run_id = $1 AND seq > $2 ORDER BY seq");
+        let rows = sqlx::query(AssertSqlSafe(sql.clone()))
+            .bind(run_id)
+            .bind(after as i64)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter()
+            .map(|r| Ok((r.try_get::<i64, _>(0)? as u64, r.try_get::<String, _>(1)?)))
+            .collect()
+    }
+
+    async fn purge_expired(&self) -> Result<u64, StoreError> {
+        let now = now_ms();
+        let mut tx = self.pool.begin().await?;
+        let events = self.sql(
+            "DELETE FROM run_events WHERE run_id IN (SELECT run_id FROM runs WHERE expires_at IS NOT NULL AND expires_at < $1)",
+        );
+        sqlx::query(AssertSqlSafe(events.clone()))
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        let runs = self.sql("DELETE FROM runs WHERE expires_at IS NOT NULL AND expires_at < $1");
+        let done = sqlx::query(AssertSqlSafe(runs.clone()))
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        let leases = self.sql("DELETE FROM thread_leases WHERE expires_at < $1");
+        sqlx::query(AssertSqlSafe(leases.clone()))
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected())
+    }
+}
