@@ -63,6 +63,8 @@ struct FileConfig {
     #[serde(default)]
     data_dir: Option<PathBuf>,
     #[serde(default)]
+    store: StoreFile,
+    #[serde(default)]
     server: ServerFile,
     #[serde(default)]
     media: MediaFile,
@@ -74,11 +76,24 @@ struct FileConfig {
 #[serde(deny_unknown_fields)]
 struct ServerFile {
     keepalive_secs: Option<u64>,
+    run_events_keep_secs: Option<u64>,
+    lease_secs: Option<u64>,
+    detach_on_disconnect: Option<bool>,
+    max_detached_runs: Option<usize>,
     channel_capacity: Option<usize>,
     max_body_bytes: Option<usize>,
     model_idle_timeout_secs: Option<u64>,
     #[serde(default)]
     cors_origins: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoreFile {
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    url_env: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -106,6 +121,22 @@ struct AgentFile {
     model: ModelFile,
     #[serde(default)]
     tools: Vec<toml::Table>,
+    #[serde(default)]
+    memory: MemoryFile,
+}
+
+/// How an agent keeps its threads.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MemoryFile {
+    #[serde(default)]
+    store: Option<bool>,
+    #[serde(default)]
+    history: Option<String>,
+    #[serde(default)]
+    message_history_limit: Option<usize>,
+    #[serde(default)]
+    snapshot_on_finish: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -227,6 +258,14 @@ pub struct ServerSettings {
     pub model_idle_timeout_secs: u64,
     /// Allowed CORS origins (`*` for any).
     pub cors_origins: Vec<String>,
+    /// How long a finished run's events stay replayable.
+    pub run_events_keep_secs: u64,
+    /// The lease that holds a thread for a run across gateways (renewed while it runs).
+    pub lease_secs: u64,
+    /// Keep runs going when their client disconnects (they can be followed again).
+    pub detach_on_disconnect: bool,
+    /// At most this many detached runs at once; beyond it a disconnect cancels.
+    pub max_detached_runs: usize,
 }
 
 impl Default for ServerSettings {
@@ -237,6 +276,10 @@ impl Default for ServerSettings {
             max_body_bytes: 32 * 1024 * 1024,
             model_idle_timeout_secs: 300,
             cors_origins: vec!["*".into()],
+            run_events_keep_secs: 600,
+            lease_secs: 30,
+            detach_on_disconnect: false,
+            max_detached_runs: 100,
         }
     }
 }
@@ -402,6 +445,30 @@ pub struct AgentConfig {
     pub model: ModelConfig,
     /// Its backend tools.
     pub tools: Vec<ToolConfig>,
+    /// How it keeps its threads.
+    pub memory: MemoryConfig,
+}
+
+/// Which side's history is the truth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HistorySource {
+    /// The client's `messages` (saved, deduplicated by id).
+    Client,
+    /// The stored thread; only new messages are taken from the client.
+    Server,
+}
+
+/// How an agent keeps its threads.
+#[derive(Debug, Clone)]
+pub struct MemoryConfig {
+    /// Whether threads are stored at all.
+    pub store: bool,
+    /// Which history is the truth.
+    pub history: HistorySource,
+    /// At most this many messages go to the model (never cutting a call from its result).
+    pub message_history_limit: Option<usize>,
+    /// End every run with a `MESSAGES_SNAPSHOT` of the whole thread.
+    pub snapshot_on_finish: bool,
 }
 
 /// The resolved configuration.
@@ -409,8 +476,10 @@ pub struct AgentConfig {
 pub struct Config {
     /// Where to listen.
     pub listen: SocketAddr,
-    /// Where embedded stores (search indexes, later the conversation store) keep their files.
+    /// Where embedded stores (search indexes, the SQLite store) keep their files.
     pub data_dir: PathBuf,
+    /// PostgreSQL URL of a shared store; the embedded SQLite store when `None`.
+    pub store_url: Option<Secret>,
     /// Server-wide settings.
     pub server: ServerSettings,
     /// Where media URLs may be fetched from.
@@ -487,6 +556,10 @@ impl Config {
                 .unwrap_or(d.model_idle_timeout_secs)
                 .max(1),
             cors_origins: s.cors_origins.unwrap_or(d.cors_origins),
+            run_events_keep_secs: s.run_events_keep_secs.unwrap_or(d.run_events_keep_secs),
+            lease_secs: s.lease_secs.unwrap_or(d.lease_secs).max(2),
+            detach_on_disconnect: s.detach_on_disconnect.unwrap_or(d.detach_on_disconnect),
+            max_detached_runs: s.max_detached_runs.unwrap_or(d.max_detached_runs),
         };
 
         let md = crate::model::media::MediaPolicy::default();
@@ -542,7 +615,23 @@ impl Config {
                 }
                 tools.push(tool);
             }
+            let memory = MemoryConfig {
+                store: a.memory.store.unwrap_or(true),
+                history: match a.memory.history.as_deref() {
+                    None | Some("client") => HistorySource::Client,
+                    Some("server") => HistorySource::Server,
+                    Some(other) => {
+                        return Err(err(
+                            key("memory.history"),
+                            format!("{other:?} must be \"client\" or \"server\""),
+                        ));
+                    }
+                },
+                message_history_limit: a.memory.message_history_limit,
+                snapshot_on_finish: a.memory.snapshot_on_finish.unwrap_or(false),
+            };
             agents.push(AgentConfig {
+                memory,
                 name: a.name.unwrap_or_else(|| a.id.clone()),
                 description: a.description.unwrap_or_default(),
                 id: a.id,
@@ -552,9 +641,31 @@ impl Config {
                 tools,
             });
         }
+        let store_url = match (raw.store.url, raw.store.url_env) {
+            (Some(_), Some(_)) => {
+                return Err(err(
+                    "store.url".into(),
+                    "set url or url_env, not both".into(),
+                ));
+            }
+            (Some(u), None) => Some(Secret::new(u)),
+            (None, Some(var)) => {
+                Some(env_secret(&var, env).map_err(|p| err("store.url_env".into(), p))?)
+            }
+            (None, None) => None,
+        };
+        if let Some(u) = &store_url
+            && !(u.expose().starts_with("postgres://") || u.expose().starts_with("postgresql://"))
+        {
+            return Err(err(
+                "store.url".into(),
+                "must be a postgres:// URL (the embedded SQLite store needs no URL)".into(),
+            ));
+        }
         Ok(Config {
             listen,
             data_dir,
+            store_url,
             server,
             media,
             agents,

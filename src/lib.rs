@@ -55,6 +55,10 @@ pub struct AppInner {
     pub settings: ServerSettings,
     /// The embedded search indexes (ingestion API and search tools).
     pub search: Arc<tools::search::SearchService>,
+    /// Threads, thread leases and run event logs (SQLite, or PostgreSQL shared by gateways).
+    pub store: Arc<dyn store::Store>,
+    /// This process's identity in thread leases.
+    pub gateway_id: String,
 }
 
 impl Deref for AppState {
@@ -71,6 +75,24 @@ impl AppState {
             .connect_timeout(Duration::from_secs(10))
             .pool_idle_timeout(Duration::from_secs(90))
             .build()?;
+        let store: Arc<dyn store::Store> = match &config.store_url {
+            Some(url) => Arc::new(
+                store::sql::SqlStore::connect_postgres(url.expose())
+                    .await
+                    .map_err(|e| anyhow::anyhow!("cannot open the PostgreSQL store: {e}"))?,
+            ),
+            None => {
+                let path = config.data_dir.join("agui.db");
+                Arc::new(
+                    store::sql::SqlStore::open_sqlite(&path)
+                        .await
+                        .map_err(|e| {
+                            anyhow::anyhow!("cannot open the SQLite store {}: {e}", path.display())
+                        })?,
+                )
+            }
+        };
+        spawn_purger(Arc::clone(&store));
         let shared = agent::Shared {
             media: Arc::new(config.media.clone()),
             search: Arc::new(
@@ -91,8 +113,25 @@ impl AppState {
             runs: RunManager::new(),
             settings: config.server.clone(),
             search: shared.search,
+            store,
+            gateway_id: format!("gw-{}", uuid::Uuid::new_v4().simple()),
         })))
     }
+}
+
+/// Deletes expired run event logs and leases once a minute, for the life of the process.
+fn spawn_purger(store: Arc<dyn store::Store>) {
+    let weak = Arc::downgrade(&store);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(60));
+        loop {
+            tick.tick().await;
+            let Some(store) = weak.upgrade() else { return };
+            if let Err(e) = store.purge_expired().await {
+                tracing::warn!(error = %e, "purging expired runs failed");
+            }
+        }
+    });
 }
 
 /// The application router, without a socket (tests drive it directly).

@@ -2,13 +2,14 @@
 //! run them.
 
 pub mod approvals;
+pub mod history;
 pub mod react;
 pub mod usage;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{AgentConfig, ProviderConfig, RetryPolicy, ToolKind};
+use crate::config::{AgentConfig, MemoryConfig, ProviderConfig, RetryPolicy, ToolKind};
 use crate::model::anthropic::{AnthropicProvider, AnthropicSettings};
 use crate::model::bedrock::{BedrockProvider, BedrockSettings};
 use crate::model::media::MediaPolicy;
@@ -51,6 +52,8 @@ pub struct Agent {
     pub retry: RetryPolicy,
     /// Where media URLs may be fetched from.
     pub media: Arc<MediaPolicy>,
+    /// How it keeps its threads.
+    pub memory: MemoryConfig,
 }
 
 impl std::fmt::Debug for Agent {
@@ -185,6 +188,7 @@ impl Agent {
             tools,
             retry: cfg.model.retry,
             media: Arc::clone(&deps.media),
+            memory: cfg.memory.clone(),
         })
     }
 }

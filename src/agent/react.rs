@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Agent;
 use super::approvals;
+use super::history::{ThreadStore, limit_history, parse_messages};
 use super::usage::Ledger;
 use crate::conversation::from_agui::{self, context_prompt};
 use crate::conversation::{ContentBlock, Message, Role, ToolResultBlock, ToolSpec, redacted_value};
@@ -21,6 +22,7 @@ use crate::protocol::events::{EncryptedSubtype, Event, Outcome, ToolResultConten
 use crate::protocol::input::RunAgentInput;
 use crate::protocol::verify::Violation;
 use crate::runs::{EmitError, Emitter};
+use crate::store::{Store, StoreError};
 use crate::tools::{ToolContext, ToolOutput};
 
 /// Why a run stopped early.
@@ -30,6 +32,7 @@ enum Halt {
     Cancelled,
     Model(ModelError),
     Violation(Violation),
+    Store(StoreError),
 }
 
 impl From<EmitError> for Halt {
@@ -53,7 +56,11 @@ pub async fn run(
     input: &RunAgentInput,
     emitter: &mut Emitter,
     cancel: CancellationToken,
+    store: Option<Arc<dyn Store>>,
 ) {
+    let thread_store = store
+        .filter(|_| agent.memory.store)
+        .map(|s| ThreadStore::new(s, &agent.id, &input.thread_id, agent.memory.clone()));
     let mut run = Run {
         agent,
         input,
@@ -61,8 +68,24 @@ pub async fn run(
         cancel,
         used_call_ids: HashSet::new(),
         usage: Ledger::default(),
+        thread_store,
+        saved: false,
     };
-    match run.drive().await {
+    let outcome = run.drive().await;
+    // Persist what the run produced before anything else can fail: a failed run keeps the
+    // messages that completed.
+    if let Some(ts) = &run.thread_store
+        && !run.saved
+    {
+        let produced = match &outcome {
+            Ok(()) => run.emitter.transcript().messages(),
+            Err(_) => run.emitter.transcript().complete_messages(),
+        };
+        if let Err(e) = ts.save(produced).await {
+            tracing::error!(thread = %input.thread_id, error = %e, "could not save the run's messages");
+        }
+    }
+    match outcome {
         Ok(()) => {}
         Err(Halt::Disconnected) => {
             tracing::info!(thread = %input.thread_id, run = %input.run_id, "client disconnected")
@@ -78,6 +101,15 @@ pub async fn run(
             let usage = run.usage.ag_ui();
             run.emitter
                 .fail_with_usage(e.code(), e.to_string(), usage)
+                .await;
+        }
+        Err(Halt::Store(e)) => {
+            tracing::error!(thread = %input.thread_id, run = %input.run_id, error = %e, "store failed");
+            run.emitter
+                .fail(
+                    "STORE_UNAVAILABLE",
+                    "The conversation store is unavailable; try again shortly.",
+                )
                 .await;
         }
         Err(Halt::Violation(v)) => {
@@ -102,6 +134,10 @@ struct Run<'a> {
     used_call_ids: HashSet<String>,
     /// Token counts of every model call of the run.
     usage: Ledger,
+    /// Where the thread is kept, unless the agent opted out.
+    thread_store: Option<ThreadStore>,
+    /// Whether the run's messages were already saved (before a final snapshot).
+    saved: bool,
 }
 
 /// One tool call of a model turn.
@@ -149,7 +185,23 @@ impl Run<'_> {
                 input: None,
             })
             .await?;
-        let converted = from_agui::convert(&input.messages);
+        let history = match &self.thread_store {
+            None => None,
+            Some(ts) if input.raw_messages.is_empty() => {
+                // A page reload asks with no messages: give it the stored thread.
+                let stored = ts.load().await.map_err(Halt::Store)?;
+                if !stored.is_empty() {
+                    self.emitter
+                        .emit(Event::MessagesSnapshot { messages: stored })
+                        .await?;
+                }
+                return self.end(None).await;
+            }
+            Some(ts) => Some(parse_messages(
+                &ts.prepare(&input.raw_messages).await.map_err(Halt::Store)?,
+            )),
+        };
+        let converted = from_agui::convert(history.as_deref().unwrap_or(&input.messages));
         self.used_call_ids
             .extend(converted.tool_call_ids.iter().cloned());
         self.emitter
@@ -158,6 +210,9 @@ impl Run<'_> {
         let (mut decisions, unknown) = approvals::from_resume(&input.resume);
         notices.extend(unknown);
         let mut messages = converted.conversation.messages;
+        if let Some(limit) = self.agent.memory.message_history_limit {
+            limit_history(&mut messages, limit);
+        }
         let dropped = tokio::select! {
             biased;
             _ = self.cancel.cancelled() => return Err(Halt::Cancelled),
@@ -399,6 +454,18 @@ impl Run<'_> {
 
     async fn end(&mut self, outcome: Option<Outcome>) -> Result<(), Halt> {
         let v1 = self.emitter.is_v1();
+        if let Some(ts) = &self.thread_store
+            && ts.config.snapshot_on_finish
+        {
+            ts.save(self.emitter.transcript().messages())
+                .await
+                .map_err(Halt::Store)?;
+            self.saved = true;
+            let messages = ts.load().await.map_err(Halt::Store)?;
+            self.emitter
+                .emit(Event::MessagesSnapshot { messages })
+                .await?;
+        }
         if !self.usage.is_empty() {
             self.emitter
                 .emit(Event::Custom {

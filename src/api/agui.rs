@@ -2,6 +2,7 @@
 //! register the run, spawn the loop, and stream its events as SSE with keep-alives.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -64,19 +65,37 @@ pub async fn run_agent(
         .runs
         .begin(&input.thread_id, &input.run_id, cancel.clone())
     {
-        Err(busy) => {
-            tracing::info!(thread = %input.thread_id, active_run = %busy.run_id, "thread busy");
-            let message = format!(
-                "Thread {:?} already has an active run ({}); wait for it to finish or cancel it.",
-                input.thread_id, busy.run_id
-            );
+        Err(active) => {
+            tracing::info!(thread = %input.thread_id, active_run = %active.run_id, "thread busy");
+            let message = busy_message(&input.thread_id, &active.run_id);
             tokio::spawn(async move { emitter.fail("THREAD_BUSY", message).await });
         }
         Ok(guard) => {
+            let state = state.clone();
             tokio::spawn(async move {
                 let _guard = guard;
                 let cancel = _guard.cancel.clone();
-                react::run(&agent, &input, &mut emitter, cancel).await;
+                // The lease holds the thread across gateways sharing a store.
+                match Lease::take(&state, &agent.id, &input.thread_id, &input.run_id).await {
+                    Taken::Unavailable(message) => emitter.fail("STORE_UNAVAILABLE", message).await,
+                    Taken::Busy(holder) => {
+                        tracing::info!(thread = %input.thread_id, active_run = %holder, "thread busy on another gateway");
+                        emitter
+                            .fail("THREAD_BUSY", busy_message(&input.thread_id, &holder))
+                            .await;
+                    }
+                    Taken::Held(lease) => {
+                        react::run(
+                            &agent,
+                            &input,
+                            &mut emitter,
+                            cancel,
+                            Some(Arc::clone(&state.store)),
+                        )
+                        .await;
+                        lease.release().await;
+                    }
+                }
             });
         }
     }
@@ -91,6 +110,86 @@ pub async fn run_agent(
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(resp)
+}
+
+fn busy_message(thread: &str, run: &str) -> String {
+    format!(
+        "Thread {thread:?} already has an active run ({run}); wait for it to finish or cancel it."
+    )
+}
+
+/// A thread lease held for one run, renewed in the background until released.
+struct Lease {
+    store: Arc<dyn crate::store::Store>,
+    agent: String,
+    thread: String,
+    run: String,
+    renewer: tokio::task::JoinHandle<()>,
+}
+
+/// What taking a lease gave.
+enum Taken {
+    /// The run holds the thread.
+    Held(Lease),
+    /// This run holds it.
+    Busy(String),
+    /// The store did not answer.
+    Unavailable(String),
+}
+
+impl Lease {
+    async fn take(state: &AppState, agent: &str, thread: &str, run: &str) -> Taken {
+        let ttl = Duration::from_secs(state.settings.lease_secs);
+        let store = Arc::clone(&state.store);
+        match store
+            .acquire_lease(agent, thread, run, &state.gateway_id, ttl)
+            .await
+        {
+            Err(e) => {
+                tracing::error!(error = %e, "thread lease failed");
+                Taken::Unavailable(
+                    "The conversation store is unavailable; try again shortly.".into(),
+                )
+            }
+            Ok(crate::store::Lease::Busy { run_id }) => Taken::Busy(run_id),
+            Ok(crate::store::Lease::Acquired) => {
+                let (s, a, t, r) = (
+                    Arc::clone(&store),
+                    agent.to_string(),
+                    thread.to_string(),
+                    run.to_string(),
+                );
+                let renewer = tokio::spawn(async move {
+                    let mut tick = tokio::time::interval(ttl / 3);
+                    tick.tick().await;
+                    loop {
+                        tick.tick().await;
+                        if let Err(e) = s.renew_lease(&a, &t, &r, ttl).await {
+                            tracing::warn!(error = %e, "renewing a thread lease failed");
+                        }
+                    }
+                });
+                Taken::Held(Lease {
+                    store,
+                    agent: agent.into(),
+                    thread: thread.into(),
+                    run: run.into(),
+                    renewer,
+                })
+            }
+        }
+    }
+
+    async fn release(self) {
+        self.renewer.abort();
+        if let Err(e) = self
+            .store
+            .release_lease(&self.agent, &self.thread, &self.run)
+            .await
+        {
+            tracing::warn!(error = %e, "releasing a thread lease failed; it will expire");
+        }
+    }
 }
 
 /// The response body: frames from the run, a keep-alive comment after each quiet interval.

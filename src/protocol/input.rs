@@ -35,6 +35,9 @@ pub struct RunAgentInput {
     /// Answers to the interrupts of the previous run.
     #[serde(default, deserialize_with = "null_as_default")]
     pub resume: Vec<ResumeEntry>,
+    /// The messages exactly as sent, for the thread store (the standard message, whole).
+    #[serde(skip)]
+    pub raw_messages: Vec<Value>,
 }
 
 impl RunAgentInput {
@@ -472,6 +475,15 @@ pub fn parse(body: &[u8]) -> Result<RunAgentInput, InputError> {
         message: format!("malformed JSON: {e}"),
     })?;
     validate(&input)?;
+    #[derive(Deserialize)]
+    struct Raw {
+        messages: Vec<Value>,
+    }
+    let mut input = input;
+    // Cannot fail: the same bytes just parsed with a stricter shape.
+    input.raw_messages = serde_json::from_slice::<Raw>(body)
+        .map(|r| r.messages)
+        .unwrap_or_default();
     Ok(input)
 }
 

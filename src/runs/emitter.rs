@@ -8,6 +8,7 @@ use tokio::sync::mpsc;
 use crate::protocol::encode::{now_ms, sse_frame};
 use crate::protocol::events::{Envelope, Event, Outcome, TokenUsage, ToolResultContent};
 use crate::protocol::verify::{Verifier, Violation};
+use crate::runs::transcript::Transcript;
 
 /// Why an event could not be sent.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +28,8 @@ pub struct Emitter {
     tx: mpsc::Sender<Bytes>,
     verifier: Verifier,
     v1: bool,
+    /// The messages the sent events create, for the thread store.
+    transcript: Transcript,
 }
 
 impl Emitter {
@@ -36,6 +39,7 @@ impl Emitter {
             tx,
             verifier: Verifier::new(v1),
             v1,
+            transcript: Transcript::default(),
         }
     }
 
@@ -100,7 +104,13 @@ impl Emitter {
         let _ = self.send(e).await;
     }
 
+    /// The messages this run's events have created so far.
+    pub fn transcript(&self) -> &Transcript {
+        &self.transcript
+    }
+
     async fn send(&mut self, event: Event) -> Result<(), EmitError> {
+        self.transcript.apply(&event);
         let frame = sse_frame(&Envelope {
             event,
             timestamp: Some(now_ms()),

@@ -1,0 +1,198 @@
+//! A thread's history in the store: merging what the client sends with what is stored (per the
+//! agent's history source), saving what a run produced, and bounding what goes to the model.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::config::{HistorySource, MemoryConfig};
+use crate::conversation::{ContentBlock, Message, Role};
+use crate::protocol::input::InputMessage;
+use crate::store::{Store, StoreError, StoredMessage};
+
+/// One thread of one agent in the store.
+pub struct ThreadStore {
+    store: Arc<dyn Store>,
+    agent: String,
+    thread: String,
+    /// The agent's memory settings.
+    pub config: MemoryConfig,
+}
+
+fn id_of(v: &Value) -> Option<&str> {
+    v.get("id").and_then(Value::as_str)
+}
+
+fn role_of(v: &Value) -> &str {
+    v.get("role").and_then(Value::as_str).unwrap_or("")
+}
+
+impl ThreadStore {
+    /// The thread `thread` of `agent`.
+    pub fn new(store: Arc<dyn Store>, agent: &str, thread: &str, config: MemoryConfig) -> Self {
+        Self {
+            store,
+            agent: agent.to_string(),
+            thread: thread.to_string(),
+            config,
+        }
+    }
+
+    /// The stored thread as AG-UI messages.
+    pub async fn load(&self) -> Result<Vec<Value>, StoreError> {
+        Ok(self
+            .store
+            .load_thread(&self.agent, &self.thread)
+            .await?
+            .into_iter()
+            .map(|m| m.body)
+            .collect())
+    }
+
+    /// Saves messages (new ones appended, known ids updated in place).
+    pub async fn save(&self, messages: Vec<Value>) -> Result<(), StoreError> {
+        let stored: Vec<StoredMessage> = messages
+            .into_iter()
+            .filter_map(StoredMessage::from_agui)
+            .collect();
+        self.store
+            .save_messages(&self.agent, &self.thread, &stored)
+            .await
+    }
+
+    /// The history this run works on, saving what the client added. `client` mode: the
+    /// client's messages are the truth (saved, deduplicated by id). `server` mode: the stored
+    /// thread is, plus the client's new messages; a `tool` result is taken only for a call
+    /// that is still pending.
+    pub async fn prepare(&self, client: &[Value]) -> Result<Vec<Value>, StoreError> {
+        match self.config.history {
+            HistorySource::Client => {
+                self.save(client.to_vec()).await?;
+                Ok(client.to_vec())
+            }
+            HistorySource::Server => {
+                let mut stored = self.load().await?;
+                let known: HashSet<String> = stored
+                    .iter()
+                    .filter_map(id_of)
+                    .map(str::to_string)
+                    .collect();
+                let mut pending: HashSet<String> = stored
+                    .iter()
+                    .filter(|m| role_of(m) == "assistant")
+                    .flat_map(|m| {
+                        m.get("toolCalls")
+                            .and_then(Value::as_array)
+                            .cloned()
+                            .unwrap_or_default()
+                    })
+                    .filter_map(|c| c.get("id").and_then(Value::as_str).map(str::to_string))
+                    .collect();
+                for m in stored.iter().filter(|m| role_of(m) == "tool") {
+                    if let Some(c) = m.get("toolCallId").and_then(Value::as_str) {
+                        pending.remove(c);
+                    }
+                }
+                let mut fresh = Vec::new();
+                for m in client {
+                    let Some(id) = id_of(m) else { continue };
+                    if known.contains(id) {
+                        continue;
+                    }
+                    if role_of(m) == "tool" {
+                        let call = m.get("toolCallId").and_then(Value::as_str).unwrap_or("");
+                        if !pending.remove(call) {
+                            tracing::info!(
+                                call,
+                                "tool result for a call that is not pending; ignored"
+                            );
+                            continue;
+                        }
+                    }
+                    fresh.push(m.clone());
+                }
+                self.save(fresh.clone()).await?;
+                stored.extend(fresh);
+                Ok(stored)
+            }
+        }
+    }
+}
+
+/// Parses stored or merged AG-UI messages, skipping (and logging) any that no longer parse.
+pub fn parse_messages(raw: &[Value]) -> Vec<InputMessage> {
+    raw.iter()
+        .filter_map(|v| match serde_json::from_value::<InputMessage>(v.clone()) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                tracing::warn!(id = ?id_of(v), error = %e, "stored message does not parse; skipped");
+                None
+            }
+        })
+        .collect()
+}
+
+/// Keeps at most about `limit` of the latest turns for the model, never starting with the
+/// results of a call whose turn was cut off (the cut moves back to include that turn).
+pub fn limit_history(messages: &mut Vec<Message>, limit: usize) {
+    if limit == 0 || messages.len() <= limit {
+        return;
+    }
+    let mut start = messages.len() - limit;
+    while start > 0 {
+        let opens_with_results = messages[start].role == Role::User
+            && messages[start]
+                .content
+                .iter()
+                .any(|b| matches!(b, ContentBlock::ToolResult { .. }));
+        if !opens_with_results {
+            break;
+        }
+        start -= 1;
+    }
+    messages.drain(..start);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conversation::ToolResultBlock;
+    use serde_json::json;
+
+    #[test]
+    fn the_limit_never_separates_a_call_from_its_result() {
+        let call = Message {
+            role: Role::Assistant,
+            content: vec![ContentBlock::ToolUse {
+                id: "c".into(),
+                name: "f".into(),
+                input: json!({}),
+                signature: None,
+            }],
+        };
+        let result = Message {
+            role: Role::User,
+            content: vec![ContentBlock::ToolResult {
+                tool_use_id: "c".into(),
+                content: vec![ToolResultBlock::Text { text: "r".into() }],
+                is_error: false,
+            }],
+        };
+        let mut m = vec![
+            Message::user_text("a"),
+            call.clone(),
+            result.clone(),
+            Message::user_text("b"),
+        ];
+        let mut two = m.clone();
+        limit_history(&mut two, 2);
+        assert_eq!(
+            two,
+            vec![call, result, Message::user_text("b")],
+            "moved back to keep the pair"
+        );
+        limit_history(&mut m, 1);
+        assert_eq!(m, vec![Message::user_text("b")]);
+    }
+}
