@@ -1,0 +1,144 @@
+/// Threads are stored: re-sent histories are deduplicated, a reload (empty `messages`) gets the
+/// stored thread back as MESSAGES_SNAPSHOT, threads survive a restart, the server-history mode
+/// takes only new messages, the history limit never separates a call from its result, and a
+/// failed run keeps what completed.
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+
+fn scripted(data_dir: &std::path::Path, memory: &str) -> String {
+    format!(
+        r#"
+data_dir = "{}"
+[[agents]]
+id = "m"
+{memory}
+[agents.model]
+provider = "scripted"
+[[agents.tools]]
+type = "builtin"
+name = "calculator"
+"#,
+        data_dir.display()
+    )
+}
+
+fn ids(messages: &[Value]) -> Vec<String> {
+    messages.iter().map(|m| m["id"].as_str().unwrap().to_string()).collect()
+}
+
+#[tokio::test]
+async fn client_history_is_saved_once_and_a_reload_gets_the_thread_back_even_after_a_restart() {
+    let dir = temp_dir("mem");
+    let gw = Gateway::start(&scripted(&dir, "")).await;
+    let first = json!([{"id": "u1", "role": "user", "content": "please calculate 6*7"}]);
+    let events = gw.run("m", &run_input("th-1", first.clone())).await;
+    let call = of_type(&events, "TOOL_CALL_START")[0].clone();
+    let answer = of_type(&events, "TEXT_MESSAGE_START")[0]["messageId"].clone();
+
+    // Reload: no messages, the stored thread comes back as the client built it.
+    let events = gw.run("m", &json!({"threadId": "th-1", "runId": "r-reload", "messages": []})).await;
+    assert_eq!(types(&events), ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]);
+    let snapshot = events[1]["messages"].as_array().unwrap().clone();
+    let roles: Vec<&str> = snapshot.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "reasoning", "assistant", "tool", "assistant"]);
+    assert_eq!(snapshot[2]["id"], call["parentMessageId"]);
+    assert_eq!(snapshot[2]["toolCalls"][0]["function"]["arguments"], r#"{"expression":"6*7"}"#);
+    assert_eq!(snapshot[3]["content"], "42");
+    assert_eq!(snapshot[4]["id"], answer);
+    assert_eq!(snapshot[4]["content"], "The result is 42.");
+
+    // The client re-sends that history with one more message: nothing is duplicated.
+    let mut next = snapshot.clone();
+    next.push(json!({"id": "u2", "role": "user", "content": "hello"}));
+    gw.run("m", &run_input("th-1", Value::Array(next))).await;
+    drop(gw);
+
+    // A new gateway on the same data directory still has the thread.
+    let gw = Gateway::start(&scripted(&dir, "")).await;
+    let events = gw.run("m", &json!({"threadId": "th-1", "runId": "r-reload-2", "messages": []})).await;
+    let restored = events[1]["messages"].as_array().unwrap().clone();
+    let mut expected = ids(&snapshot);
+    expected.push("u2".into());
+    assert_eq!(ids(&restored)[..6], expected[..]);
+    assert_eq!(restored.len(), 7, "u2's answer was stored too");
+    let unique: std::collections::HashSet<_> = ids(&restored).into_iter().collect();
+    assert_eq!(unique.len(), 7);
+    // Other agents' threads and opted-out agents see nothing.
+    let gw2 = Gateway::start(&scripted(&dir, "[agents.memory]\nstore = false")).await;
+    let events = gw2.run("m", &json!({"threadId": "th-1", "runId": "r-x", "messages": []})).await;
+    assert_eq!(types(&events), ["RUN_STARTED", "RUN_FINISHED"]);
+}
+
+#[tokio::test]
+async fn server_history_takes_only_new_messages_and_pending_tool_results() {
+    let up = FakeOpenAi::start(vec![
+        Reply::Sse(text_chunks("First answer.")),
+        Reply::Sse(tool_call_turn("call_f", "change_background", r#"{"background":"red"}"#)),
+        Reply::Sse(text_chunks("Red it is.")),
+    ])
+    .await;
+    let config = up.config("[agents.memory]\nhistory = \"server\"");
+    let gw = Gateway::start(&config).await;
+    gw.run("a", &run_input("th-s", json!([{"id": "u1", "role": "user", "content": "hi"}]))).await;
+    // The client sends only its new message; the model still sees the whole thread.
+    let mut body = run_input("th-s", json!([{"id": "u2", "role": "user", "content": "make it red"}]));
+    body["tools"] = json!([{"name": "change_background", "description": "bg"}]);
+    gw.run("a", &body).await;
+    let msgs = up.requests()[1]["messages"].as_array().unwrap().clone();
+    let texts: Vec<String> = msgs.iter().map(|m| m["content"].to_string()).collect();
+    assert!(texts[1].contains("hi") && texts[2].contains("First answer") && texts[3].contains("make it red"), "{texts:?}");
+    // A result for a call that is not pending is ignored; the pending one is taken.
+    let mut body = run_input(
+        "th-s",
+        json!([
+            {"id": "t-bogus", "role": "tool", "toolCallId": "nope", "content": "ignored"},
+            {"id": "t-ok", "role": "tool", "toolCallId": "call_f", "content": "done"}
+        ]),
+    );
+    body["tools"] = json!([{"name": "change_background", "description": "bg"}]);
+    let events = gw.run("a", &body).await;
+    assert_eq!(text(&events), "Red it is.");
+    let msgs = up.requests()[2]["messages"].as_array().unwrap().clone();
+    let tools: Vec<&Value> = msgs.iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(tools.len(), 1);
+    assert_eq!(tools[0]["content"], "done");
+}
+
+#[tokio::test]
+async fn the_history_limit_keeps_calls_with_their_results() {
+    let up = FakeOpenAi::start(vec![Reply::Sse(text_chunks("ok"))]).await;
+    let gw = Gateway::start(&up.config("[agents.memory]\nmessage_history_limit = 2")).await;
+    let body = run_input(
+        "th-lim",
+        json!([
+            {"id": "u1", "role": "user", "content": "old question"},
+            {"id": "a1", "role": "assistant", "toolCalls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"}}]},
+            {"id": "t1", "role": "tool", "toolCallId": "c1", "content": "sunny"},
+            {"id": "u2", "role": "user", "content": "and now?"}
+        ]),
+    );
+    gw.run("a", &body).await;
+    let msgs = up.requests()[0]["messages"].as_array().unwrap().clone();
+    let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "assistant", "tool", "user"], "the cut moved back to the call");
+}
+
+#[tokio::test]
+async fn a_failed_run_keeps_the_messages_that_completed() {
+    let up = FakeOpenAi::start(vec![
+        Reply::Sse(tool_call_turn("call_w", "get_weather", r#"{"city":"Rome"}"#)),
+        Reply::Cut(vec![json!({"choices": [{"index": 0, "delta": {"content": "Half"}}]})]),
+    ])
+    .await;
+    let config = up.config("").replace("retry_initial_backoff_ms = 5", "retry_initial_backoff_ms = 5\nmax_retries = 0");
+    let gw = Gateway::start(&config).await;
+    let events = gw.run("a", &run_input("th-err", json!([{"id": "u1", "role": "user", "content": "Rome?"}]))).await;
+    assert_eq!(events.last().unwrap()["type"], "RUN_ERROR");
+    let events = gw.run("a", &json!({"threadId": "th-err", "runId": "r2", "messages": []})).await;
+    let stored = events[1]["messages"].as_array().unwrap().clone();
+    let roles: Vec<&str> = stored.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    // The user message, the completed call and its result; the cut text is not kept.
+    assert_eq!(roles, ["user", "assistant", "tool"]);
+}
