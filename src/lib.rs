@@ -151,6 +151,7 @@ pub fn router(state: AppState) -> Router {
         .route("/agents", get(api::health::agents))
         .route("/agents/{id}/agui", post(api::agui::run_agent))
         .merge(api::search::routes())
+        .merge(api::memory::routes())
         .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
         .layer(cors)
         .layer(TraceLayer::new_for_http())

@@ -2,6 +2,7 @@
 
 pub mod agui;
 pub mod health;
+pub mod memory;
 pub mod search;
 
 use axum::Json;

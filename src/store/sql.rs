@@ -24,7 +24,7 @@ enum Kind {
 /// A SQLite- or PostgreSQL-backed store.
 #[derive(Debug, Clone)]
 pub struct SqlStore {
-    pool: AnyPool,
+    pub(crate) pool: AnyPool,
     kind: Kind,
 }
 
@@ -83,7 +83,7 @@ impl SqlStore {
     }
 
     /// The statement in this backend's placeholder syntax.
-    fn sql(&self, sql: &'static str) -> Cow<'static, str> {
+    pub(crate) fn sql(&self, sql: &'static str) -> Cow<'static, str> {
         match self.kind {
             Kind::Postgres => Cow::Borrowed(sql),
             Kind::Sqlite => Cow::Owned(sql.replace('$', "?")),
