@@ -110,7 +110,7 @@ impl AppState {
         }
         Ok(Self(Arc::new(AppInner {
             agents,
-            runs: RunManager::new(),
+            runs: RunManager::with_detach_limit(config.server.max_detached_runs),
             settings: config.server.clone(),
             search: shared.search,
             store,
@@ -150,6 +150,10 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(api::health::healthz))
         .route("/agents", get(api::health::agents))
         .route("/agents/{id}/agui", post(api::agui::run_agent))
+        .route(
+            "/agents/{id}/agui/runs/{run_id}/events",
+            get(api::agui::run_events),
+        )
         .merge(api::search::routes())
         .merge(api::memory::routes())
         .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))

@@ -120,7 +120,7 @@ async fn a_quiet_stream_carries_keep_alive_comments() {
         .await;
     let seen = read_until(&mut resp, ": keep-alive\n\n").await;
     assert!(
-        seen.starts_with("data: {\"type\":\"RUN_STARTED\""),
+        seen.starts_with("id: 1\ndata: {\"type\":\"RUN_STARTED\""),
         "{seen}"
     );
     assert!(!seen.contains('\r'));

@@ -7,18 +7,20 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
-use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::sync::CancellationToken;
 
 use super::ApiError;
 use crate::AppState;
 use crate::agent::react;
-use crate::protocol::encode::{KEEP_ALIVE, SSE_CONTENT_TYPE};
+use crate::protocol::encode::{KEEP_ALIVE, SSE_CONTENT_TYPE, sse_frame};
 use crate::protocol::input;
 use crate::runs::Emitter;
+use crate::runs::RunManager;
+use crate::runs::eventlog::EventLog;
 
 /// The handler.
 pub async fn run_agent(
@@ -58,6 +60,7 @@ pub async fn run_agent(
         }
     }
 
+    let input_ids = (input.thread_id.clone(), input.run_id.clone());
     let (tx, rx) = mpsc::channel(state.settings.channel_capacity);
     let cancel = CancellationToken::new();
     let mut emitter = Emitter::new(tx, input.is_v1());
@@ -85,6 +88,16 @@ pub async fn run_agent(
                             .await;
                     }
                     Taken::Held(lease) => {
+                        let record = crate::store::RunRecord {
+                            run_id: input.run_id.clone(),
+                            agent_id: agent.id.clone(),
+                            thread_id: input.thread_id.clone(),
+                            finished: false,
+                        };
+                        let keep = Duration::from_secs(state.settings.run_events_keep_secs);
+                        let log = EventLog::start(Arc::clone(&state.store), record, keep);
+                        let mut emitter =
+                            emitter.with_log(log, state.settings.detach_on_disconnect);
                         react::run(
                             &agent,
                             &input,
@@ -100,8 +113,14 @@ pub async fn run_agent(
         }
     }
     let keepalive = Duration::from_secs(state.settings.keepalive_secs);
-    let mut resp =
-        Body::from_stream(sse_stream(rx, keepalive, cancel.drop_guard())).into_response();
+    let disconnect = Disconnect {
+        cancel,
+        detach: state
+            .settings
+            .detach_on_disconnect
+            .then(|| (Arc::clone(&state.runs), input_ids.0, input_ids.1)),
+    };
+    let mut resp = Body::from_stream(sse_stream(rx, keepalive, disconnect)).into_response();
     let h = resp.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -192,12 +211,32 @@ impl Lease {
     }
 }
 
+/// Cancels the run when the response body is dropped (the client left), unless the run may
+/// detach and go on (followed again through its event log).
+struct Disconnect {
+    cancel: CancellationToken,
+    detach: Option<(Arc<RunManager>, String, String)>,
+}
+
+impl Drop for Disconnect {
+    fn drop(&mut self) {
+        if let Some((runs, thread, run)) = &self.detach
+            && !self.cancel.is_cancelled()
+            && runs.try_detach(thread, run)
+        {
+            tracing::info!(%thread, %run, "client left; the run goes on detached");
+            return;
+        }
+        self.cancel.cancel();
+    }
+}
+
 /// The response body: frames from the run, a keep-alive comment after each quiet interval.
-/// Dropping it (client gone) drops `guard`, which cancels the run.
+/// Dropping it (client gone) drops the [`Disconnect`] guard.
 fn sse_stream(
     rx: mpsc::Receiver<Bytes>,
     keepalive: Duration,
-    guard: DropGuard,
+    guard: Disconnect,
 ) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send {
     futures::stream::unfold((rx, guard), move |(mut rx, guard)| async move {
         match tokio::time::timeout(keepalive, rx.recv()).await {
@@ -206,4 +245,100 @@ fn sse_stream(
             Err(_) => Some((Ok(Bytes::from_static(KEEP_ALIVE)), (rx, guard))),
         }
     })
+}
+
+/// How often a followed run is polled for new frames.
+const FOLLOW_POLL: Duration = Duration::from_millis(100);
+
+/// `?after=N`.
+#[derive(Debug, serde::Deserialize)]
+pub struct AfterQuery {
+    after: Option<u64>,
+}
+
+/// `GET /agents/{id}/agui/runs/{run_id}/events`: replays a run's frames after `Last-Event-ID`
+/// (or `?after=N`) from the store, then follows the run until it ends, on any gateway sharing
+/// the store.
+pub async fn run_events(
+    State(state): State<AppState>,
+    Path((agent_id, run_id)): Path<(String, String)>,
+    Query(query): Query<AfterQuery>,
+    headers: axum::http::HeaderMap,
+) -> Result<Response, ApiError> {
+    let after = match headers
+        .get("last-event-id")
+        .map(|v| v.to_str().map(|s| s.trim().parse::<u64>()))
+    {
+        Some(Ok(Ok(n))) => n,
+        Some(_) => {
+            return Err(ApiError::BadRequest {
+                field: "Last-Event-ID".into(),
+                message: "must be an event sequence number".into(),
+            });
+        }
+        None => query.after.unwrap_or(0),
+    };
+    let record = state
+        .store
+        .run(&run_id)
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    match record {
+        Some(r) if r.agent_id == agent_id => {}
+        _ => {
+            return Err(ApiError::NotFound(format!(
+                "no replayable run {run_id:?} for agent {agent_id:?}"
+            )));
+        }
+    }
+    let store = Arc::clone(&state.store);
+    let keepalive = Duration::from_secs(state.settings.keepalive_secs);
+    let stream = async_stream::stream! {
+        let mut last = after;
+        let mut quiet = Duration::ZERO;
+        loop {
+            let batch = match store.events_after(&run_id, last).await {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!(error = %e, "replaying run events failed");
+                    return;
+                }
+            };
+            if !batch.is_empty() {
+                quiet = Duration::ZERO;
+                for (seq, json) in batch {
+                    last = seq;
+                    yield Ok::<Bytes, Infallible>(sse_frame(seq, &json));
+                }
+                continue;
+            }
+            // Nothing new: done if the run has ended (its writer marks it finished only after
+            // the last frame is stored), otherwise wait and look again.
+            match store.run(&run_id).await {
+                Ok(Some(r)) if !r.finished => {}
+                _ => {
+                    if let Ok(rest) = store.events_after(&run_id, last).await {
+                        for (seq, json) in rest {
+                            yield Ok(sse_frame(seq, &json));
+                        }
+                    }
+                    return;
+                }
+            }
+            tokio::time::sleep(FOLLOW_POLL).await;
+            quiet += FOLLOW_POLL;
+            if quiet >= keepalive {
+                quiet = Duration::ZERO;
+                yield Ok(Bytes::from_static(KEEP_ALIVE));
+            }
+        }
+    };
+    let mut resp = Body::from_stream(stream).into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(SSE_CONTENT_TYPE),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    Ok(resp)
 }

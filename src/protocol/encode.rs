@@ -11,18 +11,23 @@ pub const SSE_CONTENT_TYPE: &str = "text/event-stream";
 /// A keep-alive comment frame; clients ignore it.
 pub const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
 
-/// Encodes one event as an SSE frame. Serialising our own event types cannot fail; JSON never
-/// contains a raw newline, so a single `data:` line is always enough.
-pub fn sse_frame(event: &Envelope) -> Bytes {
-    let mut buf = Vec::with_capacity(128);
-    buf.extend_from_slice(b"data: ");
-    // Writing into a Vec only fails if a Serialize impl fails, which ours do not.
-    if serde_json::to_writer(&mut buf, event).is_err() {
-        buf.truncate(6);
-        buf.extend_from_slice(
-            br#"{"type":"RUN_ERROR","message":"event encoding failed","code":"INTERNAL_ERROR"}"#,
-        );
-    }
+/// One event as compact JSON. Serialising our own event types cannot fail; should it ever,
+/// the stream still gets a valid terminal event.
+pub fn event_json(event: &Envelope) -> String {
+    serde_json::to_string(event).unwrap_or_else(|_| {
+        r#"{"type":"RUN_ERROR","message":"event encoding failed","code":"INTERNAL_ERROR"}"#
+            .to_string()
+    })
+}
+
+/// Frames one event's JSON for SSE: an `id:` line with its sequence number in the run (what
+/// `Last-Event-ID` names on a reconnect) and one `data:` line (JSON holds no raw newline).
+pub fn sse_frame(seq: u64, json: &str) -> Bytes {
+    let mut buf = Vec::with_capacity(json.len() + 24);
+    buf.extend_from_slice(b"id: ");
+    buf.extend_from_slice(seq.to_string().as_bytes());
+    buf.extend_from_slice(b"\ndata: ");
+    buf.extend_from_slice(json.as_bytes());
     buf.extend_from_slice(b"\n\n");
     Bytes::from(buf)
 }
@@ -49,10 +54,13 @@ mod tests {
             },
             timestamp: Some(1),
         };
-        let f = sse_frame(&env);
+        let f = sse_frame(7, &event_json(&env));
         let s = std::str::from_utf8(&f).unwrap();
-        assert!(s.starts_with("data: {") && s.ends_with("}\n\n"));
+        assert!(
+            s.starts_with("id: 7\ndata: {") && s.ends_with("}\n\n"),
+            "{s}"
+        );
         assert!(!s.contains('\r'));
-        assert_eq!(s.matches('\n').count(), 2);
+        assert_eq!(s.matches('\n').count(), 3);
     }
 }

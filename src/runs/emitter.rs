@@ -5,9 +5,10 @@
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use crate::protocol::encode::{now_ms, sse_frame};
+use crate::protocol::encode::{event_json, now_ms, sse_frame};
 use crate::protocol::events::{Envelope, Event, Outcome, TokenUsage, ToolResultContent};
 use crate::protocol::verify::{Verifier, Violation};
+use crate::runs::eventlog::EventLog;
 use crate::runs::transcript::Transcript;
 
 /// Why an event could not be sent.
@@ -30,6 +31,14 @@ pub struct Emitter {
     v1: bool,
     /// The messages the sent events create, for the thread store.
     transcript: Transcript,
+    /// Sequence number of the last event sent (SSE `id:`).
+    seq: u64,
+    /// Where every frame is logged for replay, if anywhere.
+    log: Option<EventLog>,
+    /// Keep going when the client is gone (the run is detached, followed via the event log).
+    detachable: bool,
+    /// Whether the client went away.
+    client_gone: bool,
 }
 
 impl Emitter {
@@ -40,7 +49,18 @@ impl Emitter {
             verifier: Verifier::new(v1),
             v1,
             transcript: Transcript::default(),
+            seq: 0,
+            log: None,
+            detachable: false,
+            client_gone: false,
         }
+    }
+
+    /// Logs every frame to `log`; with `detachable`, a gone client does not stop the run.
+    pub fn with_log(mut self, log: EventLog, detachable: bool) -> Self {
+        self.log = Some(log);
+        self.detachable = detachable;
+        self
     }
 
     /// Whether 1.0-only shapes may be sent.
@@ -111,14 +131,26 @@ impl Emitter {
 
     async fn send(&mut self, event: Event) -> Result<(), EmitError> {
         self.transcript.apply(&event);
-        let frame = sse_frame(&Envelope {
+        self.seq += 1;
+        let json = event_json(&Envelope {
             event,
             timestamp: Some(now_ms()),
         });
-        self.tx
-            .send(frame)
-            .await
-            .map_err(|_| EmitError::Disconnected)
+        let frame = sse_frame(self.seq, &json);
+        if let Some(log) = &self.log {
+            log.push(self.seq, json).await;
+        }
+        if self.client_gone {
+            return Ok(());
+        }
+        if self.tx.send(frame).await.is_err() {
+            if !self.detachable {
+                return Err(EmitError::Disconnected);
+            }
+            // Detached: the run goes on and can be followed through the event log.
+            self.client_gone = true;
+        }
+        Ok(())
     }
 
     /// Rewrites or drops 1.0-only shapes for older clients.
@@ -193,7 +225,8 @@ mod tests {
         let mut out = Vec::new();
         while let Some(f) = rx.recv().await {
             let s = std::str::from_utf8(&f).unwrap();
-            out.push(serde_json::from_str(s.trim_start_matches("data: ").trim_end()).unwrap());
+            let data = s.lines().find_map(|l| l.strip_prefix("data: ")).unwrap();
+            out.push(serde_json::from_str(data).unwrap());
         }
         out
     }

@@ -1,9 +1,11 @@
 //! Active runs: one per thread, each with a cancellation token, removed when the run ends.
 
 pub mod emitter;
+pub mod eventlog;
 pub mod transcript;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use dashmap::DashMap;
@@ -24,6 +26,8 @@ struct ActiveRun {
     run_id: String,
     cancel: CancellationToken,
     started: Instant,
+    /// Set when its client left and the run goes on detached.
+    detached: Arc<AtomicBool>,
 }
 
 /// The registry of active runs, keyed by thread id. Guards are never held across `.await`:
@@ -32,12 +36,51 @@ struct ActiveRun {
 pub struct RunManager {
     /// Active runs by thread id.
     active: DashMap<String, ActiveRun>,
+    /// How many active runs are detached from their clients.
+    detached: AtomicUsize,
+    /// The most detached runs allowed at once.
+    max_detached: usize,
 }
 
 impl RunManager {
-    /// An empty registry.
+    /// An empty registry that detaches no runs.
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
+    }
+
+    /// An empty registry allowing `max_detached` runs to outlive their clients.
+    pub fn with_detach_limit(max_detached: usize) -> Arc<Self> {
+        Arc::new(Self {
+            max_detached,
+            ..Self::default()
+        })
+    }
+
+    /// Lets the run of `thread` go on without its client, if under the limit.
+    pub fn try_detach(&self, thread_id: &str, run_id: &str) -> bool {
+        let Some(run) = self.active.get(thread_id) else {
+            return false;
+        };
+        if run.run_id != run_id {
+            return false;
+        }
+        let flag = Arc::clone(&run.detached);
+        drop(run);
+        let admitted = self
+            .detached
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < self.max_detached).then_some(n + 1)
+            })
+            .is_ok();
+        if admitted {
+            flag.store(true, Ordering::SeqCst);
+        }
+        admitted
+    }
+
+    /// How many runs are detached now.
+    pub fn detached_count(&self) -> usize {
+        self.detached.load(Ordering::SeqCst)
     }
 
     /// Registers a run; refused while another run on the thread is active. Dropping the
@@ -57,6 +100,7 @@ impl RunManager {
                     run_id: run_id.to_string(),
                     cancel: cancel.clone(),
                     started: Instant::now(),
+                    detached: Arc::new(AtomicBool::new(false)),
                 });
                 Ok(RunGuard {
                     manager: Arc::clone(self),

@@ -48,8 +48,9 @@ impl SqlStore {
                 Box::pin(async move {
                     // WAL lets readers run beside the one writer; the busy timeout makes
                     // concurrent writers wait instead of failing.
-                    conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=5000;")
-                        .await?;
+                    conn.execute("PRAGMA journal_mode=WAL").await?;
+                    conn.execute("PRAGMA synchronous=NORMAL").await?;
+                    conn.execute("PRAGMA busy_timeout=5000").await?;
                     Ok(())
                 })
             })
@@ -80,6 +81,16 @@ impl SqlStore {
             pool,
             kind: Kind::Postgres,
         })
+    }
+
+    /// A transaction that writes. SQLite's must take the write lock up front (`IMMEDIATE`): a
+    /// deferred one that reads first cannot upgrade once another writer committed
+    /// (`SQLITE_BUSY_SNAPSHOT`, which no busy timeout resolves).
+    async fn write_tx(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, sqlx::Error> {
+        match self.kind {
+            Kind::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
+            Kind::Postgres => self.pool.begin().await,
+        }
     }
 
     /// The statement in this backend's placeholder syntax.
@@ -132,7 +143,7 @@ impl Store for SqlStore {
             return Ok(());
         }
         let now = now_ms();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let max_sql = self.sql("SELECT COALESCE(MAX(position), -1) FROM messages WHERE agent_id = $1 AND thread_id = $2");
         let mut next: i64 = sqlx::query(AssertSqlSafe(max_sql.clone()))
             .bind(agent)
@@ -310,7 +321,7 @@ impl Store for SqlStore {
         if events.is_empty() {
             return Ok(());
         }
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let sql = self.sql("INSERT INTO run_events (run_id, seq, frame) VALUES ($1, $2, $3) ON CONFLICT (run_id, seq) DO NOTHING");
         for (seq, frame) in events {
             sqlx::query(AssertSqlSafe(sql.clone()))
@@ -343,7 +354,7 @@ impl Store for SqlStore {
 
     async fn purge_expired(&self) -> Result<u64, StoreError> {
         let now = now_ms();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.write_tx().await?;
         let events = self.sql(
             "DELETE FROM run_events WHERE run_id IN (SELECT run_id FROM runs WHERE expires_at IS NOT NULL AND expires_at < $1)",
         );

@@ -42,6 +42,14 @@ pub struct Gateway {
 
 impl Gateway {
     pub async fn start(config_toml: &str) -> Gateway {
+        // Logs show up for failing tests only (the test writer is captured).
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "warn".into()),
+            )
+            .with_test_writer()
+            .try_init();
         let mut config = Config::parse(config_toml, "test.toml", None).expect("test config");
         if !config_toml.contains("data_dir") {
             config.data_dir = temp_dir("gw");
