@@ -144,7 +144,13 @@ pub fn router(state: AppState) -> Router {
     };
     let cors = CorsLayer::new()
         .allow_origin(allow_origin)
-        .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
+        .allow_methods([
+            Method::GET,
+            Method::POST,
+            Method::PUT,
+            Method::DELETE,
+            Method::OPTIONS,
+        ])
         .allow_headers(Any);
     Router::new()
         .route("/healthz", get(api::health::healthz))
@@ -155,7 +161,7 @@ pub fn router(state: AppState) -> Router {
             get(api::agui::run_events),
         )
         .merge(api::search::routes())
-        .merge(api::memory::routes())
+        .merge(api::memory::routes(Arc::clone(&state.store)))
         .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
         .layer(cors)
         .layer(TraceLayer::new_for_http())

@@ -35,16 +35,37 @@ enum Command {
         /// TOML configuration file.
         config: PathBuf,
     },
+    /// Serve the demo MCP tools (echo, add, fail) on stdin/stdout, for tests and trying out
+    /// `type = "mcp"` entries.
+    #[command(hide = true)]
+    McpDemoServer,
 }
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    if let Command::McpDemoServer = cli.command {
+        // stdout carries the MCP protocol, so logs go to stderr.
+        tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_env_filter(
+                EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+            )
+            .init();
+        return match agui_gateway::tools::mcp_demo::serve_stdio().await {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("agui-gateway mcp-demo-server: {e}");
+                std::process::ExitCode::from(2)
+            }
+        };
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .init();
-    match run(Cli::parse()).await {
+    match run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("agui-gateway: {e:#}");
@@ -55,6 +76,7 @@ async fn main() -> std::process::ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::McpDemoServer => Ok(agui_gateway::tools::mcp_demo::serve_stdio().await?),
         Command::CheckConfig { config } => {
             let c = Config::load(Some(&config))?;
             println!("{}: ok ({} agents)", config.display(), c.agents.len());

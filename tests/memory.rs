@@ -25,7 +25,10 @@ name = "calculator"
 }
 
 fn ids(messages: &[Value]) -> Vec<String> {
-    messages.iter().map(|m| m["id"].as_str().unwrap().to_string()).collect()
+    messages
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_string())
+        .collect()
 }
 
 #[tokio::test]
@@ -38,13 +41,30 @@ async fn client_history_is_saved_once_and_a_reload_gets_the_thread_back_even_aft
     let answer = of_type(&events, "TEXT_MESSAGE_START")[0]["messageId"].clone();
 
     // Reload: no messages, the stored thread comes back as the client built it.
-    let events = gw.run("m", &json!({"threadId": "th-1", "runId": "r-reload", "messages": []})).await;
-    assert_eq!(types(&events), ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]);
+    let events = gw
+        .run(
+            "m",
+            &json!({"threadId": "th-1", "runId": "r-reload", "messages": []}),
+        )
+        .await;
+    assert_eq!(
+        types(&events),
+        ["RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    );
     let snapshot = events[1]["messages"].as_array().unwrap().clone();
-    let roles: Vec<&str> = snapshot.iter().map(|m| m["role"].as_str().unwrap()).collect();
-    assert_eq!(roles, ["user", "reasoning", "assistant", "tool", "assistant"]);
+    let roles: Vec<&str> = snapshot
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["user", "reasoning", "assistant", "tool", "assistant"]
+    );
     assert_eq!(snapshot[2]["id"], call["parentMessageId"]);
-    assert_eq!(snapshot[2]["toolCalls"][0]["function"]["arguments"], r#"{"expression":"6*7"}"#);
+    assert_eq!(
+        snapshot[2]["toolCalls"][0]["function"]["arguments"],
+        r#"{"expression":"6*7"}"#
+    );
     assert_eq!(snapshot[3]["content"], "42");
     assert_eq!(snapshot[4]["id"], answer);
     assert_eq!(snapshot[4]["content"], "The result is 42.");
@@ -57,7 +77,12 @@ async fn client_history_is_saved_once_and_a_reload_gets_the_thread_back_even_aft
 
     // A new gateway on the same data directory still has the thread.
     let gw = Gateway::start(&scripted(&dir, "")).await;
-    let events = gw.run("m", &json!({"threadId": "th-1", "runId": "r-reload-2", "messages": []})).await;
+    let events = gw
+        .run(
+            "m",
+            &json!({"threadId": "th-1", "runId": "r-reload-2", "messages": []}),
+        )
+        .await;
     let restored = events[1]["messages"].as_array().unwrap().clone();
     let mut expected = ids(&snapshot);
     expected.push("u2".into());
@@ -67,7 +92,12 @@ async fn client_history_is_saved_once_and_a_reload_gets_the_thread_back_even_aft
     assert_eq!(unique.len(), 7);
     // Other agents' threads and opted-out agents see nothing.
     let gw2 = Gateway::start(&scripted(&dir, "[agents.memory]\nstore = false")).await;
-    let events = gw2.run("m", &json!({"threadId": "th-1", "runId": "r-x", "messages": []})).await;
+    let events = gw2
+        .run(
+            "m",
+            &json!({"threadId": "th-1", "runId": "r-x", "messages": []}),
+        )
+        .await;
     assert_eq!(types(&events), ["RUN_STARTED", "RUN_FINISHED"]);
 }
 
@@ -75,20 +105,39 @@ async fn client_history_is_saved_once_and_a_reload_gets_the_thread_back_even_aft
 async fn server_history_takes_only_new_messages_and_pending_tool_results() {
     let up = FakeOpenAi::start(vec![
         Reply::Sse(text_chunks("First answer.")),
-        Reply::Sse(tool_call_turn("call_f", "change_background", r#"{"background":"red"}"#)),
+        Reply::Sse(tool_call_turn(
+            "call_f",
+            "change_background",
+            r#"{"background":"red"}"#,
+        )),
         Reply::Sse(text_chunks("Red it is.")),
     ])
     .await;
     let config = up.config("[agents.memory]\nhistory = \"server\"");
     let gw = Gateway::start(&config).await;
-    gw.run("a", &run_input("th-s", json!([{"id": "u1", "role": "user", "content": "hi"}]))).await;
+    gw.run(
+        "a",
+        &run_input(
+            "th-s",
+            json!([{"id": "u1", "role": "user", "content": "hi"}]),
+        ),
+    )
+    .await;
     // The client sends only its new message; the model still sees the whole thread.
-    let mut body = run_input("th-s", json!([{"id": "u2", "role": "user", "content": "make it red"}]));
+    let mut body = run_input(
+        "th-s",
+        json!([{"id": "u2", "role": "user", "content": "make it red"}]),
+    );
     body["tools"] = json!([{"name": "change_background", "description": "bg"}]);
     gw.run("a", &body).await;
     let msgs = up.requests()[1]["messages"].as_array().unwrap().clone();
     let texts: Vec<String> = msgs.iter().map(|m| m["content"].to_string()).collect();
-    assert!(texts[1].contains("hi") && texts[2].contains("First answer") && texts[3].contains("make it red"), "{texts:?}");
+    assert!(
+        texts[1].contains("hi")
+            && texts[2].contains("First answer")
+            && texts[3].contains("make it red"),
+        "{texts:?}"
+    );
     // A result for a call that is not pending is ignored; the pending one is taken.
     let mut body = run_input(
         "th-s",
@@ -122,23 +171,81 @@ async fn the_history_limit_keeps_calls_with_their_results() {
     gw.run("a", &body).await;
     let msgs = up.requests()[0]["messages"].as_array().unwrap().clone();
     let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
-    assert_eq!(roles, ["system", "assistant", "tool", "user"], "the cut moved back to the call");
+    assert_eq!(
+        roles,
+        ["system", "assistant", "tool", "user"],
+        "the cut moved back to the call"
+    );
 }
 
 #[tokio::test]
 async fn a_failed_run_keeps_the_messages_that_completed() {
     let up = FakeOpenAi::start(vec![
-        Reply::Sse(tool_call_turn("call_w", "get_weather", r#"{"city":"Rome"}"#)),
-        Reply::Cut(vec![json!({"choices": [{"index": 0, "delta": {"content": "Half"}}]})]),
+        Reply::Sse(tool_call_turn(
+            "call_w",
+            "get_weather",
+            r#"{"city":"Rome"}"#,
+        )),
+        Reply::Cut(vec![
+            json!({"choices": [{"index": 0, "delta": {"content": "Half"}}]}),
+        ]),
     ])
     .await;
-    let config = up.config("").replace("retry_initial_backoff_ms = 5", "retry_initial_backoff_ms = 5\nmax_retries = 0");
+    let config = up.config("").replace(
+        "retry_initial_backoff_ms = 5",
+        "retry_initial_backoff_ms = 5\nmax_retries = 0",
+    );
     let gw = Gateway::start(&config).await;
-    let events = gw.run("a", &run_input("th-err", json!([{"id": "u1", "role": "user", "content": "Rome?"}]))).await;
+    let events = gw
+        .run(
+            "a",
+            &run_input(
+                "th-err",
+                json!([{"id": "u1", "role": "user", "content": "Rome?"}]),
+            ),
+        )
+        .await;
     assert_eq!(events.last().unwrap()["type"], "RUN_ERROR");
-    let events = gw.run("a", &json!({"threadId": "th-err", "runId": "r2", "messages": []})).await;
+    let events = gw
+        .run(
+            "a",
+            &json!({"threadId": "th-err", "runId": "r2", "messages": []}),
+        )
+        .await;
     let stored = events[1]["messages"].as_array().unwrap().clone();
     let roles: Vec<&str> = stored.iter().map(|m| m["role"].as_str().unwrap()).collect();
     // The user message, the completed call and its result; the cut text is not kept.
     assert_eq!(roles, ["user", "assistant", "tool"]);
+}
+
+#[tokio::test]
+async fn memory_containers_are_served_by_the_gateway() {
+    let dir = temp_dir("mc");
+    let gw = Gateway::start(&scripted(&dir, "")).await;
+    let client = reqwest::Client::new();
+    let created: Value = client
+        .post(gw.url("/_plugins/_ml/memory_containers/_create"))
+        .json(&json!({"name": "support", "description": "support bot memory"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["memory_container_id"]
+        .as_str()
+        .expect("an id")
+        .to_string();
+    let got = client
+        .get(gw.url(&format!("/_plugins/_ml/memory_containers/{id}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(got.status(), 200);
+    let gone = client
+        .get(gw.url("/_plugins/_ml/memory_containers/nope"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 404);
 }

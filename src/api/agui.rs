@@ -64,10 +64,16 @@ pub async fn run_agent(
     let (tx, rx) = mpsc::channel(state.settings.channel_capacity);
     let cancel = CancellationToken::new();
     let mut emitter = Emitter::new(tx, input.is_v1());
-    match state
+    let begun = state
         .runs
-        .begin(&input.thread_id, &input.run_id, cancel.clone())
-    {
+        .begin_when_free(
+            &input.thread_id,
+            &input.run_id,
+            cancel.clone(),
+            Duration::from_secs(5),
+        )
+        .await;
+    match begun {
         Err(active) => {
             tracing::info!(thread = %input.thread_id, active_run = %active.run_id, "thread busy");
             let message = busy_message(&input.thread_id, &active.run_id);
@@ -78,6 +84,7 @@ pub async fn run_agent(
             tokio::spawn(async move {
                 let _guard = guard;
                 let cancel = _guard.cancel.clone();
+                let mut emitter = emitter.with_closing_flag(Arc::clone(&_guard.closing));
                 // The lease holds the thread across gateways sharing a store.
                 match Lease::take(&state, &agent.id, &input.thread_id, &input.run_id).await {
                     Taken::Unavailable(message) => emitter.fail("STORE_UNAVAILABLE", message).await,
@@ -95,7 +102,7 @@ pub async fn run_agent(
                             finished: false,
                         };
                         let keep = Duration::from_secs(state.settings.run_events_keep_secs);
-                        let log = EventLog::start(Arc::clone(&state.store), record, keep);
+                        let (log, writer) = EventLog::start(Arc::clone(&state.store), record, keep);
                         let mut emitter =
                             emitter.with_log(log, state.settings.detach_on_disconnect);
                         react::run(
@@ -106,6 +113,10 @@ pub async fn run_agent(
                             Some(Arc::clone(&state.store)),
                         )
                         .await;
+                        // Followers end when the run is finished and its lease gone: finish
+                        // the log first, then give the thread back.
+                        drop(emitter);
+                        let _ = writer.await;
                         lease.release().await;
                     }
                 }
@@ -160,10 +171,21 @@ impl Lease {
     async fn take(state: &AppState, agent: &str, thread: &str, run: &str) -> Taken {
         let ttl = Duration::from_secs(state.settings.lease_secs);
         let store = Arc::clone(&state.store);
-        match store
+        // A run on another gateway that has just finished may still be releasing the thread:
+        // look again for a moment before calling it busy.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+        let mut answer = store
             .acquire_lease(agent, thread, run, &state.gateway_id, ttl)
-            .await
+            .await;
+        while matches!(answer, Ok(crate::store::Lease::Busy { .. }))
+            && tokio::time::Instant::now() < deadline
         {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            answer = store
+                .acquire_lease(agent, thread, run, &state.gateway_id, ttl)
+                .await;
+        }
+        match answer {
             Err(e) => {
                 tracing::error!(error = %e, "thread lease failed");
                 Taken::Unavailable(
@@ -314,9 +336,16 @@ pub async fn run_events(
             }
             // Nothing new: done if the run has ended (its writer marks it finished only after
             // the last frame is stored), otherwise wait and look again.
-            match store.run(&run_id).await {
-                Ok(Some(r)) if !r.finished => {}
-                _ => {
+            // A run whose gateway died stays "running" in a shared store; its lease lapses.
+            let alive = match store.run(&run_id).await {
+                Ok(Some(r)) if !r.finished => {
+                    matches!(store.lease_holder(&r.agent_id, &r.thread_id).await, Ok(Some(h)) if h == r.run_id)
+                }
+                _ => false,
+            };
+            match alive {
+                true => {}
+                false => {
                     if let Ok(rest) = store.events_after(&run_id, last).await {
                         for (seq, json) in rest {
                             yield Ok(sse_frame(seq, &json));

@@ -2,6 +2,9 @@
 //! through the verifier, stamp and frame them, and send them into the bounded channel that feeds
 //! the HTTP body. A slow client therefore slows the run instead of growing memory.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
@@ -39,6 +42,9 @@ pub struct Emitter {
     detachable: bool,
     /// Whether the client went away.
     client_gone: bool,
+    /// Raised when the terminal event is sent, so the next run on the thread may wait for
+    /// this one's clean-up instead of being refused.
+    closing: Option<Arc<AtomicBool>>,
 }
 
 impl Emitter {
@@ -53,7 +59,14 @@ impl Emitter {
             log: None,
             detachable: false,
             client_gone: false,
+            closing: None,
         }
+    }
+
+    /// Raises `flag` when the terminal event is sent.
+    pub fn with_closing_flag(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.closing = Some(flag);
+        self
     }
 
     /// Logs every frame to `log`; with `detachable`, a gone client does not stop the run.
@@ -132,6 +145,7 @@ impl Emitter {
     async fn send(&mut self, event: Event) -> Result<(), EmitError> {
         self.transcript.apply(&event);
         self.seq += 1;
+        let terminal = matches!(event, Event::RunFinished { .. } | Event::RunError { .. });
         let json = event_json(&Envelope {
             event,
             timestamp: Some(now_ms()),
@@ -139,6 +153,9 @@ impl Emitter {
         let frame = sse_frame(self.seq, &json);
         if let Some(log) = &self.log {
             log.push(self.seq, json).await;
+        }
+        if terminal && let Some(flag) = &self.closing {
+            flag.store(true, Ordering::SeqCst);
         }
         if self.client_gone {
             return Ok(());

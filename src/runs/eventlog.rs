@@ -23,9 +23,14 @@ pub struct EventLog {
 impl EventLog {
     /// Records the run and starts its writer. The run is marked finished (events kept for
     /// `keep`) once every `EventLog` is dropped and the last frames are written.
-    pub fn start(store: Arc<dyn Store>, run: RunRecord, keep: Duration) -> Self {
+    /// The returned handle completes once the run is marked finished.
+    pub fn start(
+        store: Arc<dyn Store>,
+        run: RunRecord,
+        keep: Duration,
+    ) -> (Self, tokio::task::JoinHandle<()>) {
         let (tx, mut rx) = mpsc::channel::<(u64, String)>(BUFFER);
-        tokio::spawn(async move {
+        let writer = tokio::spawn(async move {
             if let Err(e) = store.start_run(&run).await {
                 tracing::warn!(run = %run.run_id, error = %e, "cannot record the run; it will not be replayable");
             }
@@ -40,7 +45,7 @@ impl EventLog {
                 tracing::warn!(run = %run.run_id, error = %e, "cannot mark the run finished");
             }
         });
-        Self { tx }
+        (Self { tx }, writer)
     }
 
     /// Queues one frame's JSON.

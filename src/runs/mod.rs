@@ -28,6 +28,8 @@ struct ActiveRun {
     started: Instant,
     /// Set when its client left and the run goes on detached.
     detached: Arc<AtomicBool>,
+    /// Set once its terminal event is sent: only clean-up (saving, releasing) is left.
+    closing: Arc<AtomicBool>,
 }
 
 /// The registry of active runs, keyed by thread id. Guards are never held across `.await`:
@@ -96,18 +98,49 @@ impl RunManager {
                 run_id: e.get().run_id.clone(),
             }),
             Entry::Vacant(e) => {
+                let closing = Arc::new(AtomicBool::new(false));
                 e.insert(ActiveRun {
                     run_id: run_id.to_string(),
                     cancel: cancel.clone(),
                     started: Instant::now(),
                     detached: Arc::new(AtomicBool::new(false)),
+                    closing: Arc::clone(&closing),
                 });
                 Ok(RunGuard {
                     manager: Arc::clone(self),
                     thread_id: thread_id.to_string(),
                     run_id: run_id.to_string(),
                     cancel,
+                    closing,
                 })
+            }
+        }
+    }
+
+    /// [`RunManager::begin`], but a thread whose run has already sent its terminal event (and
+    /// is only saving and releasing) is waited for, up to `wait`: a client starting its next
+    /// run right after `RUN_FINISHED` must not be told the thread is busy.
+    pub async fn begin_when_free(
+        self: &Arc<Self>,
+        thread_id: &str,
+        run_id: &str,
+        cancel: CancellationToken,
+        wait: std::time::Duration,
+    ) -> Result<RunGuard, ThreadBusy> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            match self.begin(thread_id, run_id, cancel.clone()) {
+                Ok(g) => return Ok(g),
+                Err(busy) => {
+                    let closing = self
+                        .active
+                        .get(thread_id)
+                        .map(|r| r.closing.load(Ordering::SeqCst));
+                    if closing == Some(false) || tokio::time::Instant::now() >= deadline {
+                        return Err(busy);
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
             }
         }
     }
@@ -154,14 +187,22 @@ pub struct RunGuard {
     run_id: String,
     /// The run's cancellation token.
     pub cancel: CancellationToken,
+    /// Set by the emitter when the terminal event has gone out.
+    pub closing: Arc<AtomicBool>,
 }
 
 impl Drop for RunGuard {
     fn drop(&mut self) {
         let run_id = &self.run_id;
-        self.manager
+        let removed = self
+            .manager
             .active
             .remove_if(&self.thread_id, |_, r| &r.run_id == run_id);
+        if let Some((_, run)) = removed
+            && run.detached.load(Ordering::SeqCst)
+        {
+            self.manager.detached.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 

@@ -23,7 +23,7 @@ fn text_of(m: &Map<String, Value>) -> String {
 }
 
 impl Transcript {
-    fn find(&mut self, id: &str) -> Option<usize> {
+    fn find(&self, id: &str) -> Option<usize> {
         self.messages
             .iter()
             .position(|m| m.get("id").and_then(Value::as_str) == Some(id))
@@ -52,14 +52,12 @@ impl Transcript {
         match event {
             Event::TextMessageStart {
                 message_id, role, ..
-            } => {
-                if self.find(message_id).is_none() {
-                    let role = role.clone().unwrap_or_else(|| "assistant".into());
-                    self.push(
-                        json!({"id": message_id, "role": role, "content": ""}),
-                        false,
-                    );
-                }
+            } if self.find(message_id).is_none() => {
+                let role = role.clone().unwrap_or_else(|| "assistant".into());
+                self.push(
+                    json!({"id": message_id, "role": role, "content": ""}),
+                    false,
+                );
             }
             Event::TextMessageContent { message_id, delta } => {
                 if let Some(i) = self.find(message_id) {
@@ -140,13 +138,11 @@ impl Transcript {
                 };
                 self.push(json!({"id": message_id, "role": "tool", "toolCallId": tool_call_id, "content": content}), true);
             }
-            Event::ReasoningMessageStart { message_id, .. } => {
-                if self.find(message_id).is_none() {
-                    self.push(
-                        json!({"id": message_id, "role": "reasoning", "content": ""}),
-                        false,
-                    );
-                }
+            Event::ReasoningMessageStart { message_id, .. } if self.find(message_id).is_none() => {
+                self.push(
+                    json!({"id": message_id, "role": "reasoning", "content": ""}),
+                    false,
+                );
             }
             Event::ReasoningMessageContent { message_id, delta } => {
                 if let Some(i) = self.find(message_id) {

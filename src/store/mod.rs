@@ -3,6 +3,7 @@
 //! (replay after a reconnect). Two implementations share the SQL in [`sql`]: SQLite (embedded
 //! default, a WAL file under the data directory) and PostgreSQL (several gateways).
 
+pub mod memory;
 pub mod sql;
 
 use std::time::Duration;
@@ -80,7 +81,7 @@ pub enum Lease {
 
 /// The persistence interface of the gateway.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: memory::MemoryStore + Send + Sync + 'static {
     /// `sqlite` or `postgres`.
     fn kind(&self) -> &'static str;
 
@@ -118,6 +119,8 @@ pub trait Store: Send + Sync + 'static {
         run_id: &str,
         ttl: Duration,
     ) -> Result<bool, StoreError>;
+    /// The run holding an unexpired lease on the thread, if any.
+    async fn lease_holder(&self, agent: &str, thread: &str) -> Result<Option<String>, StoreError>;
     /// Gives the thread back.
     async fn release_lease(
         &self,

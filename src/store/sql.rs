@@ -60,6 +60,18 @@ impl SqlStore {
             .run(&pool)
             .await
             .map_err(StoreError::Migration)?;
+        // The embedded store serves one gateway process: leases left in it belong to a
+        // process that died, and would keep their threads busy until they expire; runs it
+        // left "running" ended with it, so followers must stop waiting for them.
+        sqlx::query("DELETE FROM thread_leases")
+            .execute(&pool)
+            .await?;
+        sqlx::query(
+            "UPDATE runs SET state = 'finished', finished_at = started_at, expires_at = started_at + 3600000 \
+             WHERE state = 'running'",
+        )
+        .execute(&pool)
+        .await?;
         Ok(Self {
             pool,
             kind: Kind::Sqlite,
@@ -246,6 +258,19 @@ impl Store for SqlStore {
             .execute(&self.pool)
             .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    async fn lease_holder(&self, agent: &str, thread: &str) -> Result<Option<String>, StoreError> {
+        let sql = self.sql(
+            "SELECT run_id FROM thread_leases WHERE agent_id = $1 AND thread_id = $2 AND expires_at >= $3",
+        );
+        let row = sqlx::query(AssertSqlSafe(sql))
+            .bind(agent)
+            .bind(thread)
+            .bind(now_ms())
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.try_get::<String, _>(0)).transpose()?)
     }
 
     async fn release_lease(

@@ -5,6 +5,7 @@
 pub mod builtin;
 pub mod http;
 pub mod mcp;
+pub mod mcp_demo;
 pub mod openapi;
 pub mod search;
 
