@@ -36,10 +36,17 @@ async fn start(config: &std::path::Path) -> Server {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let base = format!("http://127.0.0.1:{port}");
+    // Owned by the guard before anything can fail, so the process is always reaped.
+    let server = Server {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+    };
     for _ in 0..200 {
-        if reqwest::get(format!("{base}/healthz")).await.is_ok() {
-            return Server { child, base };
+        if reqwest::get(format!("{}/healthz", server.base))
+            .await
+            .is_ok()
+        {
+            return server;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
