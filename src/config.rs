@@ -137,6 +137,10 @@ struct MemoryFile {
     message_history_limit: Option<usize>,
     #[serde(default)]
     snapshot_on_finish: Option<bool>,
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    memory_container_id: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -469,6 +473,9 @@ pub struct MemoryConfig {
     pub message_history_limit: Option<usize>,
     /// End every run with a `MESSAGES_SNAPSHOT` of the whole thread.
     pub snapshot_on_finish: bool,
+    /// Keep threads in this agentic-memory container (one session per thread) instead of the
+    /// thread tables.
+    pub memory_container_id: Option<String>,
 }
 
 /// The resolved configuration.
@@ -629,6 +636,29 @@ impl Config {
                 },
                 message_history_limit: a.memory.message_history_limit,
                 snapshot_on_finish: a.memory.snapshot_on_finish.unwrap_or(false),
+                memory_container_id: match (a.memory.kind.as_deref(), a.memory.memory_container_id)
+                {
+                    (None | Some("thread"), None) => None,
+                    (Some("agentic_memory"), Some(id)) if !id.is_empty() => Some(id),
+                    (Some("agentic_memory"), _) => {
+                        return Err(err(
+                            key("memory.memory_container_id"),
+                            "required with type = \"agentic_memory\"".into(),
+                        ));
+                    }
+                    (None | Some("thread"), Some(_)) => {
+                        return Err(err(
+                            key("memory.type"),
+                            "set type = \"agentic_memory\" to use a memory container".into(),
+                        ));
+                    }
+                    (Some(other), _) => {
+                        return Err(err(
+                            key("memory.type"),
+                            format!("{other:?} must be \"thread\" or \"agentic_memory\""),
+                        ));
+                    }
+                },
             };
             agents.push(AgentConfig {
                 memory,

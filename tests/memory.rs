@@ -249,3 +249,87 @@ async fn memory_containers_are_served_by_the_gateway() {
         .unwrap();
     assert_eq!(gone.status(), 404);
 }
+
+#[tokio::test]
+async fn an_agent_can_keep_its_threads_in_a_memory_container() {
+    let dir = temp_dir("mc-agent");
+    let gw = Gateway::start(&scripted(&dir, "")).await;
+    let client = reqwest::Client::new();
+    let created: Value = client
+        .post(gw.url("/_plugins/_ml/memory_containers/_create"))
+        .json(&json!({"name": "threads"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let container = created["memory_container_id"].as_str().unwrap().to_string();
+    drop(gw);
+    let memory = format!(
+        "[agents.memory]\ntype = \"agentic_memory\"\nmemory_container_id = \"{container}\""
+    );
+    let gw = Gateway::start(&scripted(&dir, &memory)).await;
+    let first = json!([{"id": "u1", "role": "user", "content": "hello"}]);
+    let events = gw.run("m", &run_input("mc-thread", first.clone())).await;
+    let answer = of_type(&events, "TEXT_MESSAGE_START")[0]["messageId"].clone();
+    // Re-sending the history stores nothing twice.
+    let mut again = first.as_array().unwrap().clone();
+    again.push(json!({"id": answer, "role": "assistant", "content": text(&events)}));
+    again.push(json!({"id": "u2", "role": "user", "content": "hi again"}));
+    gw.run("m", &run_input("mc-thread", Value::Array(again)))
+        .await;
+    let reload = gw
+        .run(
+            "m",
+            &json!({"threadId": "mc-thread", "runId": "r-reload", "messages": []}),
+        )
+        .await;
+    let ids = ids(reload[1]["messages"].as_array().unwrap());
+    assert_eq!(ids.len(), 4, "{ids:?}");
+    assert_eq!(
+        &ids[..3],
+        &[
+            "u1".to_string(),
+            answer.as_str().unwrap().to_string(),
+            "u2".to_string()
+        ]
+    );
+    // The messages are working memories of the thread's session in the container.
+    let hits: Value = client
+        .get(gw.url(&format!("/_plugins/_ml/memory_containers/{container}/memories/working/_search?namespace.session_id=mc-thread&size=50")))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(hits["hits"]["total"]["value"], 4, "{hits}");
+}
+
+#[tokio::test]
+async fn snapshot_on_finish_ends_every_run_with_the_whole_thread() {
+    let dir = temp_dir("snap");
+    let gw = Gateway::start(&scripted(
+        &dir,
+        "[agents.memory]\nsnapshot_on_finish = true",
+    ))
+    .await;
+    let events = gw
+        .run(
+            "m",
+            &run_input(
+                "snap-1",
+                json!([{"id": "u1", "role": "user", "content": "hello"}]),
+            ),
+        )
+        .await;
+    let t = types(&events);
+    assert_eq!(&t[t.len() - 2..], ["MESSAGES_SNAPSHOT", "RUN_FINISHED"]);
+    let snapshot = of_type(&events, "MESSAGES_SNAPSHOT")[0]["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(snapshot.len(), 2);
+    assert_eq!(snapshot[1]["content"], text(&events));
+}

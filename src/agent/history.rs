@@ -9,6 +9,7 @@ use serde_json::Value;
 use crate::config::{HistorySource, MemoryConfig};
 use crate::conversation::{ContentBlock, Message, Role};
 use crate::protocol::input::InputMessage;
+use crate::store::memory::{Filter, Namespace, NewWorkingMemory, Page, SortKey};
 use crate::store::{Store, StoreError, StoredMessage};
 
 /// One thread of one agent in the store.
@@ -41,13 +42,16 @@ impl ThreadStore {
 
     /// The stored thread as AG-UI messages.
     pub async fn load(&self) -> Result<Vec<Value>, StoreError> {
-        Ok(self
-            .store
-            .load_thread(&self.agent, &self.thread)
-            .await?
-            .into_iter()
-            .map(|m| m.body)
-            .collect())
+        match &self.config.memory_container_id {
+            None => Ok(self
+                .store
+                .load_thread(&self.agent, &self.thread)
+                .await?
+                .into_iter()
+                .map(|m| m.body)
+                .collect()),
+            Some(container) => self.load_container(container).await,
+        }
     }
 
     /// Saves messages (new ones appended, known ids updated in place).
@@ -56,9 +60,107 @@ impl ThreadStore {
             .into_iter()
             .filter_map(StoredMessage::from_agui)
             .collect();
-        self.store
-            .save_messages(&self.agent, &self.thread, &stored)
-            .await
+        match &self.config.memory_container_id {
+            None => {
+                self.store
+                    .save_messages(&self.agent, &self.thread, &stored)
+                    .await
+            }
+            Some(container) => self.save_container(container, stored).await,
+        }
+    }
+
+    fn namespace(&self) -> Namespace {
+        Namespace::from([
+            ("agent_id".to_string(), self.agent.clone()),
+            ("session_id".to_string(), self.thread.clone()),
+        ])
+    }
+
+    /// The thread from a memory container: its session's conversational working memories, each
+    /// holding one AG-UI message; a later version of a message id replaces the earlier one in
+    /// place.
+    async fn load_container(&self, container: &str) -> Result<Vec<Value>, StoreError> {
+        let filter = Filter {
+            namespace: self.namespace().into_iter().collect(),
+            namespace_size: None,
+            payload_type: Some("conversational".into()),
+        };
+        let mut out: Vec<Value> = Vec::new();
+        let mut from = 0;
+        loop {
+            let page = Page {
+                from,
+                size: 500,
+                sort: SortKey::Created,
+                descending: false,
+            };
+            let hits = self
+                .store
+                .search_working_memory(container, &filter, page)
+                .await?;
+            let n = hits.items.len() as i64;
+            for wm in hits.items {
+                let Some(Value::Array(msgs)) = wm.body.get("messages") else {
+                    continue;
+                };
+                for m in msgs {
+                    match out
+                        .iter()
+                        .position(|o| id_of(o).is_some() && id_of(o) == id_of(m))
+                    {
+                        Some(i) => out[i] = m.clone(),
+                        None => out.push(m.clone()),
+                    }
+                }
+            }
+            from += n;
+            if n == 0 || from >= hits.total {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Adds the messages the container does not hold yet (or holds in another version).
+    async fn save_container(
+        &self,
+        container: &str,
+        messages: Vec<StoredMessage>,
+    ) -> Result<(), StoreError> {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let known = self.load_container(container).await?;
+        for m in messages {
+            if known
+                .iter()
+                .any(|k| id_of(k) == Some(m.id.as_str()) && *k == m.body)
+            {
+                continue;
+            }
+            let mut body = serde_json::Map::new();
+            body.insert("messages".into(), Value::Array(vec![m.body]));
+            body.insert(
+                "metadata".into(),
+                serde_json::json!({"input_type": "messages", "source": "ag-ui"}),
+            );
+            let new = NewWorkingMemory {
+                payload_type: "conversational".into(),
+                namespace: self.namespace(),
+                body,
+            };
+            if self
+                .store
+                .add_working_memory(container, new)
+                .await?
+                .is_none()
+            {
+                return Err(StoreError::Corrupt(format!(
+                    "memory container {container:?} does not exist"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// The history this run works on, saving what the client added. `client` mode: the
