@@ -325,7 +325,10 @@ async fn snapshot_on_finish_ends_every_run_with_the_whole_thread() {
         )
         .await;
     let t = types(&events);
-    assert_eq!(&t[t.len() - 3..], ["MESSAGES_SNAPSHOT", "CUSTOM", "RUN_FINISHED"]);
+    assert_eq!(
+        &t[t.len() - 3..],
+        ["MESSAGES_SNAPSHOT", "CUSTOM", "RUN_FINISHED"]
+    );
     let snapshot = of_type(&events, "MESSAGES_SNAPSHOT")[0]["messages"]
         .as_array()
         .unwrap()

@@ -237,6 +237,17 @@ pub fn user_first(messages: &[Message]) -> std::borrow::Cow<'_, [Message]> {
     }
 }
 
+impl MediaSource {
+    /// `data`, `url` or `file`, as AG-UI names the source kinds (for messages about them).
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            MediaSource::Base64 { .. } => "data",
+            MediaSource::Url { .. } => "url",
+            MediaSource::File { .. } => "file",
+        }
+    }
+}
+
 /// A tool as the model sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {

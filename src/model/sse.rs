@@ -110,14 +110,8 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 
 /// Reads at most `cap` bytes of a body, lossily as text.
 pub async fn read_capped(resp: reqwest::Response, cap: usize) -> String {
-    let mut body = Vec::new();
-    let mut stream = resp.bytes_stream();
-    while let Some(Ok(chunk)) = stream.next().await {
-        body.extend_from_slice(&chunk);
-        if body.len() >= cap {
-            body.truncate(cap);
-            break;
-        }
+    match crate::tools::read_capped(resp, cap).await {
+        Ok((body, _)) => String::from_utf8_lossy(&body).into_owned(),
+        Err(_) => String::new(),
     }
-    String::from_utf8_lossy(&body).into_owned()
 }

@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
@@ -95,37 +94,7 @@ impl HttpTool {
                 return ToolOutput::error(format!("Tool {} could not be reached.", self.spec.name));
             }
         };
-        let status = resp.status();
-        let mut body = Vec::new();
-        let mut stream = resp.bytes_stream();
-        let mut truncated = false;
-        while let Some(chunk) = stream.next().await {
-            match chunk {
-                Ok(c) => {
-                    body.extend_from_slice(&c);
-                    if body.len() > MAX_RESPONSE {
-                        body.truncate(MAX_RESPONSE);
-                        truncated = true;
-                        break;
-                    }
-                }
-                Err(_) => {
-                    return ToolOutput::error(format!(
-                        "Tool {}: the response broke off.",
-                        self.spec.name
-                    ));
-                }
-            }
-        }
-        let mut text = String::from_utf8_lossy(&body).into_owned();
-        if truncated {
-            text.push_str("\n[response truncated]");
-        }
-        if status.is_success() {
-            ToolOutput::ok(text)
-        } else {
-            ToolOutput::error(format!("HTTP {}: {}", status.as_u16(), text))
-        }
+        super::http_output(resp, MAX_RESPONSE, &format!("Tool {}", self.spec.name)).await
     }
 }
 

@@ -407,11 +407,7 @@ fn media(m: &Media) -> Result<BContent, ModelError> {
             return Err(ModelError::Unsupported(format!(
                 "{} from a {} source (Bedrock takes bytes, or s3:// locations for images and video)",
                 kind.as_str(),
-                match source {
-                    MediaSource::Base64 { .. } => "data",
-                    MediaSource::Url { .. } => "url",
-                    MediaSource::File { .. } => "file",
-                }
+                source.kind_name()
             )));
         }
     })

@@ -208,11 +208,7 @@ fn media_part(m: &Media) -> Result<Value, ModelError> {
         (kind, source) => Err(ModelError::Unsupported(format!(
             "{} from a {} source is not accepted by the OpenAI-compatible chat API",
             kind.as_str(),
-            match source {
-                MediaSource::Base64 { .. } => "data",
-                MediaSource::Url { .. } => "url",
-                MediaSource::File { .. } => "file",
-            }
+            source.kind_name()
         ))),
     }
 }

@@ -2,7 +2,6 @@
 //! and a JSON body; the response body is the result, and a non-2xx answer is an error result
 //! the model can read.
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use reqwest::RequestBuilder;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
@@ -99,7 +98,7 @@ impl OpenApiTool {
             }
         };
         let status = resp.status();
-        let (body, truncated) = match read_capped(resp, MAX_RESPONSE).await {
+        let (body, truncated) = match crate::tools::read_capped(resp, MAX_RESPONSE).await {
             Ok(b) => b,
             Err(_) => return ToolOutput::error(format!("Tool {name}: the response broke off.")),
         };
@@ -150,23 +149,6 @@ pub(crate) fn with_auth(req: RequestBuilder, auth: Option<&Auth>) -> RequestBuil
             Err(_) => req,
         },
     }
-}
-
-/// Reads a body up to `max` bytes; `true` when there was more.
-pub(crate) async fn read_capped(
-    resp: reqwest::Response,
-    max: usize,
-) -> Result<(Vec<u8>, bool), reqwest::Error> {
-    let mut body = Vec::new();
-    let mut stream = resp.bytes_stream();
-    while let Some(chunk) = stream.next().await {
-        body.extend_from_slice(&chunk?);
-        if body.len() > max {
-            body.truncate(max);
-            return Ok((body, true));
-        }
-    }
-    Ok((body, false))
 }
 
 /// A request's parts, before the URL and auth are added.

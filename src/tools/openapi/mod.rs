@@ -434,7 +434,7 @@ async fn fetch(
             resp.status().as_u16()
         ));
     }
-    let (bytes, truncated) = call::read_capped(resp, MAX_DOCUMENT)
+    let (bytes, truncated) = crate::tools::read_capped(resp, MAX_DOCUMENT)
         .await
         .map_err(|e| format!("cannot fetch {label}: {}", error_chain(&e.without_url())))?;
     if truncated {

@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
@@ -75,34 +74,11 @@ impl Cluster {
                 return ToolOutput::error(format!("{tool}: OpenSearch could not be reached."));
             }
         };
-        let status = resp.status();
-        let mut body = Vec::new();
-        let mut stream = resp.bytes_stream();
-        let mut truncated = false;
-        while let Some(chunk) = stream.next().await {
-            match chunk {
-                Ok(c) => {
-                    body.extend_from_slice(&c);
-                    if body.len() > MAX_RESPONSE {
-                        body.truncate(MAX_RESPONSE);
-                        truncated = true;
-                        break;
-                    }
-                }
-                Err(_) => {
-                    return ToolOutput::error(format!("{tool}: the response broke off."));
-                }
-            }
+        let out = crate::tools::http_output(resp, MAX_RESPONSE, tool).await;
+        if out.is_error && out.text.starts_with("HTTP ") {
+            return ToolOutput::error(format!("OpenSearch {}", out.text));
         }
-        let mut text = String::from_utf8_lossy(&body).into_owned();
-        if truncated {
-            text.push_str("\n[response truncated]");
-        }
-        if status.is_success() {
-            ToolOutput::ok(text)
-        } else {
-            ToolOutput::error(format!("OpenSearch HTTP {}: {text}", status.as_u16()))
-        }
+        out
     }
 }
 
