@@ -80,6 +80,7 @@ struct ServerFile {
     lease_secs: Option<u64>,
     detach_on_disconnect: Option<bool>,
     max_detached_runs: Option<usize>,
+    max_detached_secs: Option<u64>,
     channel_capacity: Option<usize>,
     max_body_bytes: Option<usize>,
     model_idle_timeout_secs: Option<u64>,
@@ -270,6 +271,8 @@ pub struct ServerSettings {
     pub detach_on_disconnect: bool,
     /// At most this many detached runs at once; beyond it a disconnect cancels.
     pub max_detached_runs: usize,
+    /// A detached run is cancelled after this long without its client.
+    pub max_detached_secs: u64,
 }
 
 impl Default for ServerSettings {
@@ -284,6 +287,7 @@ impl Default for ServerSettings {
             lease_secs: 30,
             detach_on_disconnect: false,
             max_detached_runs: 100,
+            max_detached_secs: 600,
         }
     }
 }
@@ -567,6 +571,7 @@ impl Config {
             lease_secs: s.lease_secs.unwrap_or(d.lease_secs).max(2),
             detach_on_disconnect: s.detach_on_disconnect.unwrap_or(d.detach_on_disconnect),
             max_detached_runs: s.max_detached_runs.unwrap_or(d.max_detached_runs),
+            max_detached_secs: s.max_detached_secs.unwrap_or(d.max_detached_secs).max(1),
         };
 
         let md = crate::model::media::MediaPolicy::default();

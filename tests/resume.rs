@@ -165,3 +165,24 @@ async fn two_gateways_on_one_postgres_store_share_threads_and_runs() {
     }
     assert_eq!(stored.len(), 2, "A's run was stored and B reads it");
 }
+
+#[tokio::test]
+async fn a_detached_run_is_cancelled_after_its_time_limit() {
+    let dir = temp_dir("detach-limit");
+    let gw = Gateway::start(&config(
+        "detach_on_disconnect = true\nmax_detached_secs = 1",
+        "",
+        300,
+        &dir,
+    ))
+    .await;
+    let body = json!({"threadId": "rs-3", "runId": "run-rs-3", "messages": [{"id": "u", "role": "user", "content": "go"}]});
+    let first = read_with_ids(gw.post("s", &body).await, Some(2)).await;
+    let rest = read_with_ids(replay(&gw, "run-rs-3", first.last().unwrap().0).await, None).await;
+    let last = &rest.last().unwrap().1;
+    assert_eq!(
+        (last["type"].as_str(), last["code"].as_str()),
+        (Some("RUN_ERROR"), Some("CANCELLED")),
+        "{rest:?}"
+    );
+}

@@ -126,6 +126,7 @@ pub async fn run_agent(
     let keepalive = Duration::from_secs(state.settings.keepalive_secs);
     let disconnect = Disconnect {
         cancel,
+        detached_for: Duration::from_secs(state.settings.max_detached_secs),
         detach: state
             .settings
             .detach_on_disconnect
@@ -238,6 +239,8 @@ impl Lease {
 struct Disconnect {
     cancel: CancellationToken,
     detach: Option<(Arc<RunManager>, String, String)>,
+    /// How long a detached run may go on without its client.
+    detached_for: Duration,
 }
 
 impl Drop for Disconnect {
@@ -247,6 +250,13 @@ impl Drop for Disconnect {
             && runs.try_detach(thread, run)
         {
             tracing::info!(%thread, %run, "client left; the run goes on detached");
+            let (cancel, limit) = (self.cancel.clone(), self.detached_for);
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = tokio::time::sleep(limit) => cancel.cancel(),
+                    _ = cancel.cancelled() => {}
+                }
+            });
             return;
         }
         self.cancel.cancel();

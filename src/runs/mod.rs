@@ -193,6 +193,8 @@ pub struct RunGuard {
 
 impl Drop for RunGuard {
     fn drop(&mut self) {
+        // The run is over: anything still waiting on its token (a detached-run timer) ends.
+        self.cancel.cancel();
         let run_id = &self.run_id;
         let removed = self
             .manager
