@@ -41,16 +41,8 @@ pub fn stream(
         };
         let status = resp.status();
         if !status.is_success() {
-            let retry_after = resp
-                .headers()
-                .get(reqwest::header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok());
             let body = read_capped(resp, MAX_ERROR_BODY).await;
             let message = scrub(&error_message_from_body(&body), secret, 1000);
-            if let Some(secs) = retry_after {
-                tracing::debug!(secs, "upstream asked to retry after");
-            }
             yield Err(ModelError::Http { status: status.as_u16(), message });
             return;
         }
