@@ -1,0 +1,229 @@
+//! Tool entries of the configuration: the kinds, their options and approval policies.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{Fail, Secret, check_url, env_secret, valid_name};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HttpFile {
+    name: String,
+    #[serde(default)]
+    description: Option<String>,
+    url: String,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
+    headers_env: BTreeMap<String, String>,
+    #[serde(default)]
+    parameters: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BuiltinFile {
+    name: String,
+    #[serde(default)]
+    kind: Option<String>,
+}
+
+/// What every tool entry may set besides its own keys.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolOptionsFile {
+    #[serde(default)]
+    timeout_secs: Option<u64>,
+    #[serde(default)]
+    max_output_bytes: Option<usize>,
+    #[serde(default)]
+    requires_approval: Option<ApprovalFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum ApprovalFile {
+    All(bool),
+    Names(Vec<String>),
+}
+
+/// A backend tool entry's configuration: what it is, and the limits and approval policy its
+/// calls run under.
+#[derive(Debug, Clone)]
+pub struct ToolConfig {
+    /// What kind of tool (or tool source) this is.
+    pub kind: ToolKind,
+    /// Time limit, output cap, approvals.
+    pub options: crate::tools::ToolOptions,
+}
+
+/// The kinds of tool entries.
+#[derive(Debug, Clone)]
+pub enum ToolKind {
+    /// An HTTP tool.
+    Http {
+        /// Name, description, schema.
+        spec: crate::conversation::ToolSpec,
+        /// Endpoint.
+        url: String,
+        /// `GET` or `POST`.
+        method: crate::tools::http::Method,
+        /// Headers, secrets included.
+        headers: Vec<(String, Secret)>,
+    },
+    /// A built-in tool.
+    Builtin {
+        /// The name the model sees.
+        name: String,
+        /// Which built-in.
+        kind: String,
+    },
+    /// The tools of an MCP server.
+    Mcp(crate::tools::mcp::McpConfig),
+    /// The operations of an OpenAPI document.
+    OpenApi(crate::tools::openapi::OpenApiConfig),
+    /// Knowledge-base search tools.
+    Search(crate::tools::search::SearchConfig),
+}
+
+impl ToolConfig {
+    /// The tool name of a single-tool entry (sources name their tools at run time).
+    pub fn name(&self) -> Option<&str> {
+        match &self.kind {
+            ToolKind::Http { spec, .. } => Some(&spec.name),
+            ToolKind::Builtin { name, .. } => Some(name),
+            _ => None,
+        }
+    }
+}
+
+pub(super) const BUILTINS: &[&str] = &["calculator", "publish"];
+
+/// Reads a table into `T`, naming the key of any problem.
+pub fn from_table<T: serde::de::DeserializeOwned>(
+    table: toml::Table,
+) -> Result<T, (String, String)> {
+    serde_path_to_error::deserialize(toml::Value::Table(table))
+        .map_err(|e| (e.path().to_string(), e.inner().to_string()))
+}
+
+pub(super) fn resolve_tool(
+    mut t: toml::Table,
+    env: &dyn Fn(&str) -> Option<String>,
+    dir: Option<&Path>,
+) -> Result<ToolConfig, Fail> {
+    let kind = match t.remove("type") {
+        Some(toml::Value::String(k)) => k,
+        Some(_) => return Err(("type".into(), "must be a string".into())),
+        None => {
+            return Err((
+                "type".into(),
+                "missing; one of http, builtin, mcp, openapi, search".into(),
+            ));
+        }
+    };
+    let mut opts = toml::Table::new();
+    for k in ["timeout_secs", "max_output_bytes", "requires_approval"] {
+        if let Some(v) = t.remove(k) {
+            opts.insert(k.to_string(), v);
+        }
+    }
+    let o: ToolOptionsFile = from_table(opts)?;
+    let d = crate::tools::ToolOptions::default();
+    let options = crate::tools::ToolOptions {
+        timeout: o
+            .timeout_secs
+            .map(|s| std::time::Duration::from_secs(s.max(1)))
+            .unwrap_or(d.timeout),
+        max_output_bytes: o.max_output_bytes.unwrap_or(d.max_output_bytes).max(1),
+        approval: match o.requires_approval {
+            None | Some(ApprovalFile::All(false)) => crate::tools::Approval::Never,
+            Some(ApprovalFile::All(true)) => crate::tools::Approval::Always,
+            Some(ApprovalFile::Names(n)) => crate::tools::Approval::Only(n),
+        },
+    };
+    let kind = match kind.as_str() {
+        "http" => resolve_http(from_table(t)?, env)?,
+        "builtin" => {
+            let BuiltinFile { name, kind } = from_table(t)?;
+            let kind = kind.unwrap_or_else(|| name.clone());
+            if !BUILTINS.contains(&kind.as_str()) {
+                return Err((
+                    "kind".into(),
+                    format!("unknown built-in {kind:?}; expected one of {BUILTINS:?}"),
+                ));
+            }
+            if !valid_name(&name) {
+                return Err((
+                    "name".into(),
+                    format!("{name:?} must be 1-64 letters, digits, '-' or '_'"),
+                ));
+            }
+            ToolKind::Builtin { name, kind }
+        }
+        "mcp" => ToolKind::Mcp(crate::tools::mcp::parse(t, env, dir)?),
+        "openapi" => ToolKind::OpenApi(crate::tools::openapi::parse(t, env, dir)?),
+        "search" => ToolKind::Search(crate::tools::search::parse(t, env, dir)?),
+        other => {
+            return Err((
+                "type".into(),
+                format!(
+                    "unknown tool type {other:?}; expected http, builtin, mcp, openapi or search"
+                ),
+            ));
+        }
+    };
+    Ok(ToolConfig { kind, options })
+}
+
+fn resolve_http(f: HttpFile, env: &dyn Fn(&str) -> Option<String>) -> Result<ToolKind, Fail> {
+    let HttpFile {
+        name,
+        description,
+        url,
+        method,
+        headers,
+        headers_env,
+        parameters,
+    } = f;
+    if !valid_name(&name) {
+        return Err((
+            "name".into(),
+            format!("{name:?} must be 1-64 letters, digits, '-' or '_'"),
+        ));
+    }
+    let url = check_url(&url).map_err(|p| ("url".to_string(), p))?;
+    let method = match method.as_deref().map(str::to_ascii_uppercase).as_deref() {
+        None | Some("POST") => crate::tools::http::Method::Post,
+        Some("GET") => crate::tools::http::Method::Get,
+        Some(other) => return Err(("method".into(), format!("{other:?} must be GET or POST"))),
+    };
+    let input_schema = match parameters {
+        None => serde_json::json!({"type": "object", "properties": {}}),
+        Some(v) if v.is_object() => v,
+        Some(_) => return Err(("parameters".into(), "must be a JSON Schema object".into())),
+    };
+    let mut hs: Vec<(String, Secret)> = headers
+        .into_iter()
+        .map(|(k, v)| (k, Secret::new(v)))
+        .collect();
+    for (h, var) in headers_env {
+        let v = env_secret(&var, env).map_err(|p| (format!("headers_env.{h}"), p))?;
+        hs.push((h, v));
+    }
+    Ok(ToolKind::Http {
+        spec: crate::conversation::ToolSpec {
+            name,
+            description: description.unwrap_or_default(),
+            input_schema,
+        },
+        url,
+        method,
+        headers: hs,
+    })
+}
