@@ -15,18 +15,23 @@ pub struct Transcript {
     complete: Vec<bool>,
 }
 
-fn text_of(m: &Map<String, Value>) -> String {
-    m.get("content")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
+/// Appends to a string field in place: deltas arrive per token, so nothing that came before
+/// is copied again.
+fn append(m: &mut Map<String, Value>, key: &str, delta: &str) {
+    match m.get_mut(key) {
+        Some(Value::String(s)) => s.push_str(delta),
+        _ => {
+            m.insert(key.into(), Value::String(delta.to_string()));
+        }
+    }
 }
 
 impl Transcript {
+    /// The message with `id`, searched from the end: the one being streamed is usually last.
     fn find(&self, id: &str) -> Option<usize> {
         self.messages
             .iter()
-            .position(|m| m.get("id").and_then(Value::as_str) == Some(id))
+            .rposition(|m| m.get("id").and_then(Value::as_str) == Some(id))
     }
 
     fn push(&mut self, m: Value, complete: bool) -> usize {
@@ -61,8 +66,7 @@ impl Transcript {
             }
             Event::TextMessageContent { message_id, delta } => {
                 if let Some(i) = self.find(message_id) {
-                    let t = text_of(&self.messages[i]) + delta;
-                    self.messages[i].insert("content".into(), json!(t));
+                    append(&mut self.messages[i], "content", delta);
                 }
             }
             Event::TextMessageEnd { message_id } | Event::ReasoningMessageEnd { message_id } => {
@@ -104,11 +108,9 @@ impl Transcript {
                 delta,
             } => {
                 if let Some((i, k)) = self.call_owner(tool_call_id)
-                    && let Some(args) =
-                        self.messages[i]["toolCalls"][k]["function"].get_mut("arguments")
+                    && let Some(f) = self.messages[i]["toolCalls"][k]["function"].as_object_mut()
                 {
-                    let s = args.as_str().unwrap_or_default().to_string() + delta;
-                    *args = json!(s);
+                    append(f, "arguments", delta);
                 }
             }
             Event::ToolCallEnd { tool_call_id } => {
@@ -146,8 +148,7 @@ impl Transcript {
             }
             Event::ReasoningMessageContent { message_id, delta } => {
                 if let Some(i) = self.find(message_id) {
-                    let t = text_of(&self.messages[i]) + delta;
-                    self.messages[i].insert("content".into(), json!(t));
+                    append(&mut self.messages[i], "content", delta);
                 }
             }
             Event::ReasoningEncryptedValue {
