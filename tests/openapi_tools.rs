@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agui_gateway::AppState;
 use agui_gateway::config::Config;
 use agui_gateway::tools::ToolContext;
 use axum::body::Bytes;
@@ -17,7 +16,6 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use common::*;
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 const KEY: &str = "test-key-5f3a";
@@ -114,38 +112,18 @@ async fn start_api() -> (SocketAddr, Arc<Api>) {
 
 /// The gateway with an explicit environment (the common helper reads the process's, which
 /// tests cannot set safely while running in parallel).
-struct Gw {
-    addr: SocketAddr,
-    state: AppState,
-    _stop: oneshot::Sender<()>,
-}
+struct Gw(Gateway);
 
 impl Gw {
     async fn start(toml: &str) -> Gw {
         let mut config =
             Config::parse_with_env(toml, "test.toml", Some(&fixtures()), &env).expect("config");
         config.data_dir = temp_dir("openapi");
-        let state = AppState::from_config(&config).await.expect("state");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (tx, rx) = oneshot::channel::<()>();
-        let s = state.clone();
-        tokio::spawn(async move {
-            agui_gateway::serve(listener, s, async {
-                let _ = rx.await;
-            })
-            .await
-            .unwrap();
-        });
-        Gw {
-            addr,
-            state,
-            _stop: tx,
-        }
+        Gw(Gateway::from_config(config).await)
     }
 
     async fn get(&self, path: &str) -> Value {
-        reqwest::get(format!("http://{}{path}", self.addr))
+        reqwest::get(self.0.url(path))
             .await
             .unwrap()
             .json()
@@ -154,15 +132,7 @@ impl Gw {
     }
 
     async fn run(&self, body: &Value) -> Vec<Value> {
-        let resp = reqwest::Client::new()
-            .post(format!("http://{}/agents/a/agui", self.addr))
-            .header("accept", "text/event-stream")
-            .json(body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200);
-        read_events(resp, false).await
+        self.0.run("a", body).await
     }
 }
 
@@ -207,7 +177,7 @@ async fn operations_become_tools_with_path_query_header_and_body_schemas() {
         agents["agents"][0]["tools"],
         json!(["get_weather", "pets_createPet", "pets_getPetById"])
     );
-    let specs = gw.state.agents["a"].tools.specs();
+    let specs = gw.0.state.agents["a"].tools.specs();
     let get = specs.iter().find(|s| s.name == "pets_getPetById").unwrap();
     assert_eq!(get.description, "Find a pet by id\n\nReturns a single pet.");
     assert_eq!(
@@ -439,7 +409,7 @@ auth = {{ type = "header", name = "X-Api-Key", value_env = "PETSTORE_KEY" }}
         tool_call_id: "c".into(),
         cancel: CancellationToken::new(),
     };
-    let tools = &gw.state.agents["a"].tools;
+    let tools = &gw.0.state.agents["a"].tools;
     let out = bounded(tools.call(
         "getPetById",
         r#"{"petId": "5", "X-Request-Id": "r-5"}"#,

@@ -54,6 +54,11 @@ impl Gateway {
         if !config_toml.contains("data_dir") {
             config.data_dir = temp_dir("gw");
         }
+        Gateway::from_config(config).await
+    }
+
+    /// Starts a gateway on an already resolved config.
+    pub async fn from_config(config: Config) -> Gateway {
         let state = AppState::from_config(&config).await.expect("state");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
