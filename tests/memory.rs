@@ -70,7 +70,9 @@ async fn client_history_is_saved_once_and_a_reload_gets_the_thread_back_even_aft
     assert_eq!(snapshot[4]["content"], "The result is 42.");
 
     // The client re-sends that history with one more message: nothing is duplicated.
+    // One message was edited on the client: the new version replaces the stored one in place.
     let mut next = snapshot.clone();
+    next[0]["content"] = json!("please calculate 6*7 (edited)");
     next.push(json!({"id": "u2", "role": "user", "content": "hello"}));
     gw.run("m", &run_input("th-1", Value::Array(next))).await;
     drop(gw);
@@ -87,6 +89,7 @@ async fn client_history_is_saved_once_and_a_reload_gets_the_thread_back_even_aft
     let mut expected = ids(&snapshot);
     expected.push("u2".into());
     assert_eq!(ids(&restored)[..6], expected[..]);
+    assert_eq!(restored[0]["content"], "please calculate 6*7 (edited)");
     assert_eq!(restored.len(), 7, "u2's answer was stored too");
     let unique: std::collections::HashSet<_> = ids(&restored).into_iter().collect();
     assert_eq!(unique.len(), 7);

@@ -1,7 +1,7 @@
 //! A thread's history in the store: merging what the client sends with what is stored (per the
 //! agent's history source), saving what a run produced, and bounding what goes to the model.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -170,7 +170,17 @@ impl ThreadStore {
     pub async fn prepare(&self, client: &[Value]) -> Result<Vec<Value>, StoreError> {
         match self.config.history {
             HistorySource::Client => {
-                self.save(client.to_vec()).await?;
+                // The client re-sends the whole history every run: write only what is new or
+                // changed, so a long thread costs one read instead of one write per message.
+                let stored = self.load().await?;
+                let known: HashMap<&str, &Value> =
+                    stored.iter().filter_map(|m| Some((id_of(m)?, m))).collect();
+                let changed: Vec<Value> = client
+                    .iter()
+                    .filter(|m| id_of(m).is_some_and(|id| known.get(id) != Some(m)))
+                    .cloned()
+                    .collect();
+                self.save(changed).await?;
                 Ok(client.to_vec())
             }
             HistorySource::Server => {
