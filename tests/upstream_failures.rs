@@ -88,13 +88,47 @@ async fn a_stream_cut_mid_message_closes_the_message_then_errors() {
 }
 
 #[tokio::test]
-async fn a_stream_that_ends_without_finishing_is_an_interruption() {
-    // The server closes the body cleanly but never said finish_reason or [DONE].
-    let up = FakeOpenAi::start(vec![Reply::Sse(vec![])]).await;
-    let gw = Gateway::start(&up.config("")).await;
-    // Reply::Sse appends [DONE]: that alone is a valid (empty) turn.
+async fn done_alone_is_an_empty_turn_but_a_body_that_ends_unfinished_is_an_interruption() {
+    let up = FakeOpenAi::start(vec![
+        // `[DONE]` with nothing before it: a valid (empty) turn.
+        Reply::Sse(vec![]),
+        // The body closes cleanly, but neither a finish_reason nor `[DONE]` came.
+        Reply::Unfinished(vec![
+            json!({"choices": [{"index": 0, "delta": {"content": "Half"}}]}),
+        ]),
+    ])
+    .await;
+    let config = up.config("").replace(
+        "retry_initial_backoff_ms = 5",
+        "retry_initial_backoff_ms = 5\nmax_retries = 0",
+    );
+    let gw = Gateway::start(&config).await;
     let events = gw.run("a", &user("t-empty")).await;
     assert_eq!(types(&events), ["RUN_STARTED", "RUN_FINISHED"]);
+    let events = gw.run("a", &user("t-unfinished")).await;
+    let last = events.last().unwrap();
+    assert_eq!(
+        (last["type"].as_str(), last["code"].as_str()),
+        (Some("RUN_ERROR"), Some("UPSTREAM_STREAM_INTERRUPTED"))
+    );
+    assert_eq!(events[events.len() - 2]["type"], "TEXT_MESSAGE_END");
+}
+
+#[tokio::test]
+async fn a_silent_upstream_hits_the_idle_limit() {
+    let up = FakeOpenAi::start(vec![Reply::Stall(vec![
+        json!({"choices": [{"index": 0, "delta": {"content": "Hm"}}]}),
+    ])])
+    .await;
+    let config = up.config("").replace(
+        "retry_initial_backoff_ms = 5",
+        "retry_initial_backoff_ms = 5\nidle_timeout_secs = 1",
+    );
+    let gw = Gateway::start(&config).await;
+    let events = gw.run("a", &user("t-idle")).await;
+    assert_eq!(events.last().unwrap()["code"], "UPSTREAM_TIMEOUT");
+    // The stalled upstream request was dropped.
+    up.upstream.dropped.notified().await;
 }
 
 #[tokio::test]

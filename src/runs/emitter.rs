@@ -278,6 +278,32 @@ mod tests {
         assert!(f[1]["timestamp"].is_i64());
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_full_channel_makes_the_run_wait_instead_of_buffering() {
+        let (tx, mut rx) = mpsc::channel(2);
+        let mut e = Emitter::new(tx, true);
+        e.emit(started()).await.unwrap();
+        e.emit(Event::TextMessageStart {
+            message_id: "m".into(),
+            role: None,
+            name: None,
+        })
+        .await
+        .unwrap();
+        let delta = || Event::TextMessageContent {
+            message_id: "m".into(),
+            delta: "x".into(),
+        };
+        // Nobody reads: the third event waits (time is paused, so this is not a race).
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_secs(3600), e.emit(delta()))
+                .await
+                .is_err()
+        );
+        assert!(rx.recv().await.is_some());
+        e.emit(delta()).await.unwrap();
+    }
+
     #[tokio::test]
     async fn fail_closes_what_is_open_then_errors() {
         let (tx, rx) = mpsc::channel(16);

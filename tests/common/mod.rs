@@ -190,6 +190,8 @@ pub enum Reply {
     Cut(Vec<Value>),
     /// These payloads, then silence until the client goes away.
     Stall(Vec<Value>),
+    /// These payloads, then the body ends cleanly without `[DONE]`.
+    Unfinished(Vec<Value>),
     /// A non-200 answer.
     Status(u16, String),
     /// Anthropic-style SSE: each payload as `event: <its type>` + `data:`, no `[DONE]`.
@@ -270,6 +272,11 @@ async fn chat(
             let mut frames: Vec<Result<Bytes, std::io::Error>> =
                 chunks.iter().map(|c| Ok(frame(c))).collect();
             frames.push(Ok(Bytes::from_static(b"data: [DONE]\n\n")));
+            sse(futures::stream::iter(frames).boxed())
+        }
+        Reply::Unfinished(chunks) => {
+            let frames: Vec<Result<Bytes, std::io::Error>> =
+                chunks.iter().map(|c| Ok(frame(c))).collect();
             sse(futures::stream::iter(frames).boxed())
         }
         Reply::Cut(chunks) => {
