@@ -112,6 +112,14 @@ async fn health_and_agent_listing() {
         .await
         .unwrap();
     assert_eq!(h["status"], "ok");
+    assert_eq!(
+        (
+            h["activeRuns"].as_u64(),
+            h["detachedRuns"].as_u64(),
+            h["oldestRunSecs"].as_u64()
+        ),
+        (Some(0), Some(0), Some(0))
+    );
     let a: Value = reqwest::get(gw.url("/agents"))
         .await
         .unwrap()

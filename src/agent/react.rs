@@ -375,6 +375,29 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// What a tool call of this run may know about it.
+    fn tool_context(&self, tool_call_id: &str) -> ToolContext {
+        ToolContext {
+            thread_id: self.input.thread_id.clone(),
+            run_id: self.input.run_id.clone(),
+            tool_call_id: tool_call_id.to_string(),
+            cancel: self.cancel.clone(),
+        }
+    }
+
+    /// Streams a backend call's result as a new `tool` message.
+    async fn emit_result(&mut self, tool_call_id: &str, out: &ToolOutput) -> Result<(), Halt> {
+        self.emitter
+            .emit(Event::ToolCallResult {
+                message_id: new_id("msg"),
+                tool_call_id: tool_call_id.to_string(),
+                content: ToolResultContent::Text(out.text.clone()),
+                role: Some("tool".into()),
+            })
+            .await?;
+        Ok(())
+    }
+
     /// Runs (or refuses) the calls people decided about, streaming each result under the
     /// original call id and putting it into the history in place of its placeholder.
     async fn apply_decisions(
@@ -389,24 +412,14 @@ impl Run<'_> {
             };
             let out = if d.approved {
                 let args = d.arguments.unwrap_or(input).to_string();
-                let ctx = ToolContext {
-                    thread_id: self.input.thread_id.clone(),
-                    run_id: self.input.run_id.clone(),
-                    tool_call_id: d.call_id.clone(),
-                    cancel: self.cancel.clone(),
-                };
-                self.agent.tools.call(&name, &args, ctx).await
+                self.agent
+                    .tools
+                    .call(&name, &args, self.tool_context(&d.call_id))
+                    .await
             } else {
                 ToolOutput::error(approvals::DENIED)
             };
-            self.emitter
-                .emit(Event::ToolCallResult {
-                    message_id: new_id("msg"),
-                    tool_call_id: d.call_id.clone(),
-                    content: ToolResultContent::Text(out.text.clone()),
-                    role: Some("tool".into()),
-                })
-                .await?;
+            self.emit_result(&d.call_id, &out).await?;
             approvals::set_result(messages, &d.call_id, &out);
         }
         Ok(())
@@ -775,12 +788,7 @@ impl Run<'_> {
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                let ctx = ToolContext {
-                    thread_id: self.input.thread_id.clone(),
-                    run_id: self.input.run_id.clone(),
-                    tool_call_id: c.id.clone(),
-                    cancel: self.cancel.clone(),
-                };
+                let ctx = self.tool_context(&c.id);
                 async move { (i, tools.call(&c.name, &c.args, ctx).await) }
             })
             .collect();
@@ -795,14 +803,7 @@ impl Run<'_> {
             if out.is_error {
                 tracing::info!(tool = %calls[i].name, "backend tool returned an error result");
             }
-            self.emitter
-                .emit(Event::ToolCallResult {
-                    message_id: new_id("msg"),
-                    tool_call_id: calls[i].id.clone(),
-                    content: ToolResultContent::Text(out.text.clone()),
-                    role: Some("tool".into()),
-                })
-                .await?;
+            self.emit_result(&calls[i].id, &out).await?;
             outputs[i] = Some(out);
         }
         Ok(calls

@@ -21,6 +21,8 @@ pub async fn healthz(State(state): State<AppState>) -> Json<Value> {
         "version": env!("CARGO_PKG_VERSION"),
         "agents": state.agents.len(),
         "activeRuns": state.runs.active_count(),
+        "detachedRuns": state.runs.detached_count(),
+        "oldestRunSecs": state.runs.oldest_run_secs().unwrap_or(0),
         "toolSources": sources,
     }))
 }
