@@ -267,7 +267,13 @@ mod tests {
                 description: "d".into(),
                 input_schema: json!({"type": "object"}),
             }],
-            params: Default::default(),
+            params: crate::model::InferenceParams {
+                max_tokens: Some(300),
+                temperature: Some(0.5),
+                top_p: None,
+                stop: vec!["END".into()],
+                reasoning_effort: Some("low".into()),
+            },
         };
         let body = request_body("m", &req).unwrap();
         let msgs = body["messages"].as_array().unwrap();
@@ -288,6 +294,9 @@ mod tests {
         assert_eq!(msgs[4], json!({"role": "user", "content": "and?"}));
         assert_eq!(body["stream_options"]["include_usage"], true);
         assert_eq!(body["tools"][0]["function"]["name"], "f");
+        assert_eq!(body["max_tokens"], 300);
+        assert_eq!(body["stop"], json!(["END"]));
+        assert_eq!(body["reasoning_effort"], "low");
     }
 
     #[test]
