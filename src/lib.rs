@@ -17,6 +17,7 @@
 pub mod agent;
 pub mod api;
 pub mod config;
+pub mod connector;
 pub mod conversation;
 pub mod model;
 pub mod protocol;

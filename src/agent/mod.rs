@@ -4,12 +4,16 @@
 pub mod approvals;
 pub mod history;
 pub mod react;
+pub mod spec;
 pub mod usage;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{AgentConfig, MemoryConfig, ProviderConfig, RetryPolicy, ToolKind};
+use crate::config::{
+    AgentConfig, AgentKind, FlowStep, MemoryConfig, ModelConfig, ProviderConfig, RetryPolicy,
+    ToolKind,
+};
 use crate::model::anthropic::{AnthropicProvider, AnthropicSettings};
 use crate::model::bedrock::{BedrockProvider, BedrockSettings};
 use crate::model::media::MediaPolicy;
@@ -18,6 +22,7 @@ use crate::model::scripted::ScriptedProvider;
 use crate::model::{InferenceParams, Provider};
 use crate::tools::builtin::{Calculator, Publish};
 use crate::tools::http::HttpTool;
+use crate::tools::model_tool::ModelTool;
 use crate::tools::search::SearchService;
 use crate::tools::{Registry, RegistryBuilder, Tool};
 
@@ -54,6 +59,12 @@ pub struct Agent {
     pub media: Arc<MediaPolicy>,
     /// How it keeps its threads.
     pub memory: MemoryConfig,
+    /// Which loop runs it.
+    pub kind: AgentKind,
+    /// Parameters every execution starts from.
+    pub parameters: serde_json::Map<String, serde_json::Value>,
+    /// A flow agent's steps.
+    pub flow: Vec<FlowStep>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -74,62 +85,7 @@ impl Agent {
         client: &reqwest::Client,
         deps: &Shared,
     ) -> Result<Self, String> {
-        let idle_timeout = Duration::from_secs(cfg.model.idle_timeout_secs);
-        let model_id = cfg.model.model_id.clone();
-        let provider: Arc<dyn Provider> = match &cfg.model.provider {
-            ProviderConfig::OpenAi {
-                base_url,
-                api_key,
-                headers,
-                extra,
-            } => Arc::new(OpenAiProvider::new(
-                client.clone(),
-                OpenAiSettings {
-                    base_url: base_url.clone(),
-                    model_id,
-                    api_key: api_key.clone(),
-                    headers: headers.clone(),
-                    extra: extra.clone(),
-                    idle_timeout,
-                },
-            )),
-            ProviderConfig::Anthropic {
-                base_url,
-                api_key,
-                version,
-                headers,
-                extra,
-            } => Arc::new(AnthropicProvider::new(
-                client.clone(),
-                AnthropicSettings {
-                    base_url: base_url.clone(),
-                    model_id,
-                    api_key: api_key.clone(),
-                    version: version.clone(),
-                    headers: headers.clone(),
-                    extra: extra.clone(),
-                    idle_timeout,
-                },
-            )),
-            ProviderConfig::Bedrock {
-                region,
-                endpoint_url,
-                credentials,
-                bearer_token,
-                extra,
-            } => Arc::new(BedrockProvider::new(BedrockSettings {
-                model_id,
-                region: region.clone(),
-                endpoint_url: endpoint_url.clone(),
-                credentials: credentials.clone(),
-                bearer_token: bearer_token.clone(),
-                extra: extra.clone(),
-                idle_timeout,
-            })),
-            ProviderConfig::Scripted { fixture } => {
-                Arc::new(ScriptedProvider::new(fixture.clone(), model_id))
-            }
-        };
+        let provider = build_provider(&cfg.model, client);
         let mut tools = RegistryBuilder::default();
         for t in &cfg.tools {
             let options = t.options.clone();
@@ -152,6 +108,18 @@ impl Agent {
                     "publish" => Arc::new(Publish::new(name)),
                     other => return Err(format!("unknown built-in tool {other:?}")),
                 },
+                ToolKind::Model {
+                    spec,
+                    model,
+                    prompt,
+                    system_prompt,
+                } => Arc::new(ModelTool::new(
+                    spec.clone(),
+                    build_provider(model, client),
+                    model.params.clone(),
+                    prompt.clone(),
+                    system_prompt.clone(),
+                )),
                 ToolKind::Mcp(c) => {
                     tools.source(crate::tools::mcp::start(c.clone()).await, options);
                     continue;
@@ -189,6 +157,69 @@ impl Agent {
             retry: cfg.model.retry,
             media: Arc::clone(&deps.media),
             memory: cfg.memory.clone(),
+            kind: cfg.kind,
+            parameters: cfg.parameters.clone(),
+            flow: cfg.flow.clone(),
         })
+    }
+}
+
+/// The provider a model config names.
+pub fn build_provider(model: &ModelConfig, client: &reqwest::Client) -> Arc<dyn Provider> {
+    let idle_timeout = Duration::from_secs(model.idle_timeout_secs);
+    let model_id = model.model_id.clone();
+    match &model.provider {
+        ProviderConfig::OpenAi {
+            base_url,
+            api_key,
+            headers,
+            extra,
+        } => Arc::new(OpenAiProvider::new(
+            client.clone(),
+            OpenAiSettings {
+                base_url: base_url.clone(),
+                model_id,
+                api_key: api_key.clone(),
+                headers: headers.clone(),
+                extra: extra.clone(),
+                idle_timeout,
+            },
+        )),
+        ProviderConfig::Anthropic {
+            base_url,
+            api_key,
+            version,
+            headers,
+            extra,
+        } => Arc::new(AnthropicProvider::new(
+            client.clone(),
+            AnthropicSettings {
+                base_url: base_url.clone(),
+                model_id,
+                api_key: api_key.clone(),
+                version: version.clone(),
+                headers: headers.clone(),
+                extra: extra.clone(),
+                idle_timeout,
+            },
+        )),
+        ProviderConfig::Bedrock {
+            region,
+            endpoint_url,
+            credentials,
+            bearer_token,
+            extra,
+        } => Arc::new(BedrockProvider::new(BedrockSettings {
+            model_id,
+            region: region.clone(),
+            endpoint_url: endpoint_url.clone(),
+            credentials: credentials.clone(),
+            bearer_token: bearer_token.clone(),
+            extra: extra.clone(),
+            idle_timeout,
+        })),
+        ProviderConfig::Scripted { fixture } => {
+            Arc::new(ScriptedProvider::new(fixture.clone(), model_id))
+        }
     }
 }

@@ -15,7 +15,7 @@ mod tools;
 pub use model::{AwsCredentials, ModelConfig, ProviderConfig, RetryPolicy};
 use model::{ModelFile, resolve_model};
 use tools::resolve_tool;
-pub use tools::{ToolConfig, ToolKind, from_table};
+pub use tools::{ToolConfig, ToolKind, from_table, tool_from_json};
 
 /// The configuration used when no file is given: a demo agent on the scripted model.
 pub const DEFAULT_CONFIG: &str = include_str!("../../config/default.toml");
@@ -211,6 +211,87 @@ pub struct AgentConfig {
     pub tools: Vec<ToolConfig>,
     /// How it keeps its threads.
     pub memory: MemoryConfig,
+    /// Which loop runs it.
+    pub kind: AgentKind,
+    /// Parameters every execution starts from (the agent API's registered `parameters`).
+    pub parameters: serde_json::Map<String, serde_json::Value>,
+    /// The steps of a flow agent, in order.
+    pub flow: Vec<FlowStep>,
+}
+
+/// The agent types of the agent API (config-file agents are `ag_ui`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentKind {
+    /// Tools run in order, each output feeding the next.
+    Flow,
+    /// A flow with conversation memory.
+    ConversationalFlow,
+    /// The ReAct loop on text input.
+    Conversational,
+    /// The ReAct loop on text, content blocks or messages, with multimodal memory.
+    ConversationalV2,
+    /// The AG-UI loop (hybrid backend and frontend tools).
+    AgUi,
+    /// A planner call, the ReAct executor per step, a reflect call.
+    PlanExecuteReflect,
+}
+
+impl AgentKind {
+    /// Every type, as registered.
+    pub const ALL: &'static [&'static str] = &[
+        "flow",
+        "conversational_flow",
+        "conversational",
+        "conversational_v2",
+        "ag_ui",
+        "plan_execute_and_reflect",
+    ];
+
+    /// The type of a registration's `type` (`conversational/v2` is accepted for `conversational_v2`).
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "flow" => Self::Flow,
+            "conversational_flow" => Self::ConversationalFlow,
+            "conversational" => Self::Conversational,
+            "conversational_v2" | "conversational/v2" => Self::ConversationalV2,
+            "ag_ui" | "agui" => Self::AgUi,
+            "plan_execute_and_reflect" => Self::PlanExecuteReflect,
+            _ => return None,
+        })
+    }
+
+    /// The registered name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Flow => "flow",
+            Self::ConversationalFlow => "conversational_flow",
+            Self::Conversational => "conversational",
+            Self::ConversationalV2 => "conversational_v2",
+            Self::AgUi => "ag_ui",
+            Self::PlanExecuteReflect => "plan_execute_and_reflect",
+        }
+    }
+
+    /// Whether it runs tools in a fixed order rather than letting a model choose.
+    pub fn is_flow(self) -> bool {
+        matches!(self, Self::Flow | Self::ConversationalFlow)
+    }
+
+    /// Whether the standard `input` may hold content blocks and messages (not only text).
+    pub fn takes_rich_input(self) -> bool {
+        matches!(self, Self::ConversationalV2 | Self::AgUi)
+    }
+}
+
+/// One step of a flow agent: a tool and the templated input it is called with.
+#[derive(Debug, Clone)]
+pub struct FlowStep {
+    /// The tool's name in the agent's registry.
+    pub tool: String,
+    /// Its parameters, with `${parameters.*}` placeholders filled per run.
+    pub parameters: serde_json::Map<String, serde_json::Value>,
+    /// Whether its output is part of the response even when it is not the last step.
+    pub include_output: bool,
 }
 
 /// Which side's history is the truth.
@@ -428,6 +509,9 @@ impl Config {
                 max_iterations,
                 model,
                 tools,
+                kind: AgentKind::AgUi,
+                parameters: serde_json::Map::new(),
+                flow: Vec::new(),
             });
         }
         let store_url = match (raw.store.url, raw.store.url_env) {
@@ -470,7 +554,8 @@ pub fn valid_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-pub(super) fn check_url(u: &str) -> Result<String, String> {
+/// Checks that `u` is an http(s) URL.
+pub fn check_url(u: &str) -> Result<String, String> {
     let parsed = url::Url::parse(u).map_err(|e| format!("{u:?} is not a valid URL: {e}"))?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(format!("{u:?} must be an http or https URL"));

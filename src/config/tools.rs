@@ -89,6 +89,17 @@ pub enum ToolKind {
     OpenApi(crate::tools::openapi::OpenApiConfig),
     /// Knowledge-base search tools.
     Search(crate::tools::search::SearchConfig),
+    /// A model called with a templated prompt (ml-commons' `MLModelTool`).
+    Model {
+        /// Name, description, schema.
+        spec: crate::conversation::ToolSpec,
+        /// The model.
+        model: Box<super::ModelConfig>,
+        /// The prompt template (`${parameters.question}` by default).
+        prompt: String,
+        /// Its own system prompt.
+        system_prompt: Option<String>,
+    },
 }
 
 impl ToolConfig {
@@ -97,6 +108,7 @@ impl ToolConfig {
         match &self.kind {
             ToolKind::Http { spec, .. } => Some(&spec.name),
             ToolKind::Builtin { name, .. } => Some(name),
+            ToolKind::Model { spec, .. } => Some(&spec.name),
             _ => None,
         }
     }
@@ -110,6 +122,26 @@ pub fn from_table<T: serde::de::DeserializeOwned>(
 ) -> Result<T, (String, String)> {
     serde_path_to_error::deserialize(toml::Value::Table(table))
         .map_err(|e| (e.path().to_string(), e.inner().to_string()))
+}
+
+/// A tool entry of the agent API (the config file's shape, as JSON). It reads no environment
+/// variables and starts no local processes: those belong to whoever writes the config file.
+pub fn tool_from_json(v: &Value) -> Result<ToolConfig, (String, String)> {
+    let table: toml::Table = match toml::Value::try_from(v) {
+        Ok(toml::Value::Table(t)) => t,
+        _ => {
+            return Err((String::new(), "must be an object without nulls".into()));
+        }
+    };
+    if table.get("type").and_then(toml::Value::as_str) == Some("mcp")
+        && table.contains_key("command")
+    {
+        return Err((
+            "command".into(),
+            "MCP servers started as local processes can only be configured in the config file; give a url".into(),
+        ));
+    }
+    resolve_tool(table, &|_| None, None)
 }
 
 pub(super) fn resolve_tool(

@@ -3,7 +3,9 @@
 //! (replay after a reconnect). Two implementations share the SQL in [`sql`]: SQLite (embedded
 //! default, a WAL file under the data directory) and PostgreSQL (several gateways).
 
+pub mod docs;
 pub mod memory;
+pub mod sealed;
 pub mod sql;
 
 use std::time::Duration;
@@ -81,7 +83,7 @@ pub enum Lease {
 
 /// The persistence interface of the gateway.
 #[async_trait]
-pub trait Store: memory::MemoryStore + Send + Sync + 'static {
+pub trait Store: memory::MemoryStore + docs::DocStore + Send + Sync + 'static {
     /// `sqlite` or `postgres`.
     fn kind(&self) -> &'static str;
 

@@ -6,6 +6,7 @@ pub mod builtin;
 pub mod http;
 pub mod mcp;
 pub mod mcp_demo;
+pub mod model_tool;
 pub mod openapi;
 pub mod search;
 

@@ -1,0 +1,408 @@
+//! ml-commons connectors: a templated HTTP call (`url`, `headers`, `request_body` with
+//! `${parameters.*}` / `${credential.*}` placeholders), optionally SigV4-signed, whose answer is
+//! narrowed by a `response_filter` JSONPath. Used by `_predict` and the `MLModelTool`.
+
+pub mod jsonpath;
+pub mod template;
+
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Map, Value, json};
+
+use template::{Escape, render};
+
+/// A connector definition that is wrong, naming the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {problem}")]
+pub struct Invalid {
+    /// The field path, e.g. `actions[0].url`.
+    pub field: String,
+    /// What is wrong.
+    pub problem: String,
+}
+
+fn invalid(field: impl Into<String>, problem: impl Into<String>) -> Invalid {
+    Invalid {
+        field: field.into(),
+        problem: problem.into(),
+    }
+}
+
+/// The protocols a connector may use.
+pub const PROTOCOLS: &[&str] = &["http", "aws_sigv4"];
+
+/// Splits a connector document into its public part and its credential, after checking it.
+/// `prefix` is prepended to field names in errors (`connector.` for inline connectors).
+pub fn validate(doc: &Value, prefix: &str) -> Result<(Value, Map<String, Value>), Invalid> {
+    let f = |k: &str| format!("{prefix}{k}");
+    let Some(obj) = doc.as_object() else {
+        return Err(invalid(prefix.trim_end_matches('.'), "must be an object"));
+    };
+    match obj.get("name") {
+        Some(Value::String(s)) if !s.trim().is_empty() => {}
+        _ => return Err(invalid(f("name"), "required, a non-empty string")),
+    }
+    let protocol = match obj.get("protocol") {
+        Some(Value::String(p)) if PROTOCOLS.contains(&p.as_str()) => p.as_str(),
+        Some(Value::String(p)) => {
+            return Err(invalid(
+                f("protocol"),
+                format!("{p:?} is not supported; expected one of {PROTOCOLS:?}"),
+            ));
+        }
+        _ => {
+            return Err(invalid(
+                f("protocol"),
+                "required: \"http\" or \"aws_sigv4\"",
+            ));
+        }
+    };
+    let parameters = match obj.get("parameters") {
+        None => Map::new(),
+        Some(Value::Object(p)) => p.clone(),
+        Some(_) => return Err(invalid(f("parameters"), "must be an object")),
+    };
+    let credential = match obj.get("credential") {
+        None => Map::new(),
+        Some(Value::Object(c)) => {
+            for (k, v) in c {
+                if !v.is_string() {
+                    return Err(invalid(f(&format!("credential.{k}")), "must be a string"));
+                }
+            }
+            c.clone()
+        }
+        Some(_) => return Err(invalid(f("credential"), "must be an object of strings")),
+    };
+    if protocol == "aws_sigv4" {
+        for k in ["access_key", "secret_key"] {
+            if !credential.contains_key(k) {
+                return Err(invalid(
+                    f(&format!("credential.{k}")),
+                    "required for protocol aws_sigv4",
+                ));
+            }
+        }
+        for k in ["region", "service_name"] {
+            if !parameters.get(k).is_some_and(Value::is_string) {
+                return Err(invalid(
+                    f(&format!("parameters.{k}")),
+                    "required for protocol aws_sigv4",
+                ));
+            }
+        }
+    }
+    let Some(Value::Array(actions)) = obj.get("actions") else {
+        return Err(invalid(f("actions"), "required, a non-empty array"));
+    };
+    if actions.is_empty() {
+        return Err(invalid(f("actions"), "required, a non-empty array"));
+    }
+    for (i, a) in actions.iter().enumerate() {
+        let af = |k: &str| f(&format!("actions[{i}].{k}"));
+        if !a.get("action_type").is_some_and(Value::is_string) {
+            return Err(invalid(af("action_type"), "required, e.g. \"predict\""));
+        }
+        match a.get("method").and_then(Value::as_str) {
+            Some(m)
+                if ["GET", "POST", "PUT", "DELETE", "PATCH"]
+                    .contains(&m.to_ascii_uppercase().as_str()) => {}
+            _ => {
+                return Err(invalid(
+                    af("method"),
+                    "required: GET, POST, PUT, PATCH or DELETE",
+                ));
+            }
+        }
+        match a.get("url").and_then(Value::as_str) {
+            Some(u) if u.starts_with("http://") || u.starts_with("https://") => {}
+            _ => return Err(invalid(af("url"), "required, an http(s) URL")),
+        }
+        if let Some(h) = a.get("headers")
+            && !h
+                .as_object()
+                .is_some_and(|h| h.values().all(Value::is_string))
+        {
+            return Err(invalid(af("headers"), "must be an object of strings"));
+        }
+        if let Some(b) = a.get("request_body")
+            && !b.is_string()
+        {
+            return Err(invalid(
+                af("request_body"),
+                "must be a string (a JSON template)",
+            ));
+        }
+        if let Some(p) = a
+            .get("response_filter")
+            .or_else(|| parameters.get("response_filter"))
+        {
+            let Some(p) = p.as_str() else {
+                return Err(invalid(af("response_filter"), "must be a JSONPath string"));
+            };
+            jsonpath::select(&Value::Null, p)
+                .map_err(|e| invalid(af("response_filter"), e.to_string()))?;
+        }
+    }
+    let mut public = obj.clone();
+    public.remove("credential");
+    Ok((Value::Object(public), credential))
+}
+
+/// Why a connector call failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CallError {
+    /// The request could not be built from the template and parameters (a client fault).
+    #[error("{0}")]
+    Template(String),
+    /// The upstream could not be reached.
+    #[error("the model endpoint could not be reached: {0}")]
+    Unreachable(String),
+    /// The upstream answered with an error status.
+    #[error("the model endpoint answered {status}: {body}")]
+    Upstream {
+        /// Its status.
+        status: u16,
+        /// Its body, scrubbed and capped.
+        body: String,
+    },
+    /// The upstream answered something that is not JSON.
+    #[error("the model endpoint answered something that is not JSON")]
+    NotJson,
+}
+
+/// A connector with its credential, ready to call.
+pub struct Connector<'a> {
+    /// The public document.
+    pub doc: &'a Value,
+    /// The opened credential.
+    pub credential: &'a Map<String, Value>,
+}
+
+impl Connector<'_> {
+    /// The connector's parameters overlaid with `overrides`.
+    pub fn parameters(&self, overrides: &Map<String, Value>) -> Map<String, Value> {
+        let mut p = self
+            .doc
+            .get("parameters")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        for (k, v) in overrides {
+            p.insert(k.clone(), v.clone());
+        }
+        p
+    }
+
+    /// The action of `action_type` (case-insensitive).
+    pub fn action(&self, action_type: &str) -> Option<&Value> {
+        self.doc.get("actions")?.as_array()?.iter().find(|a| {
+            a.get("action_type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.eq_ignore_ascii_case(action_type))
+        })
+    }
+
+    /// Runs the `predict` action with `overrides` and answers in `_predict`'s shape.
+    pub async fn predict(
+        &self,
+        client: &reqwest::Client,
+        overrides: &Map<String, Value>,
+    ) -> Result<Value, CallError> {
+        let Some(action) = self.action("predict") else {
+            return Err(CallError::Template(
+                "the connector has no predict action".into(),
+            ));
+        };
+        let params = self.parameters(overrides);
+        let filled = |t: &str, e: Escape| {
+            render(t, &params, self.credential, e).map_err(|m| CallError::Template(m.to_string()))
+        };
+        let method = action
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or("POST")
+            .to_ascii_uppercase();
+        let url = filled(
+            action.get("url").and_then(Value::as_str).unwrap_or(""),
+            Escape::Raw,
+        )?;
+        let url = url::Url::parse(&url)
+            .map_err(|e| CallError::Template(format!("the url {url:?} is not valid: {e}")))?;
+        let mut headers: Vec<(String, String)> = Vec::new();
+        if let Some(h) = action.get("headers").and_then(Value::as_object) {
+            for (k, v) in h {
+                // ml-commons' marker for "sign the payload"; the signer sets the real value.
+                if k.eq_ignore_ascii_case("x-amz-content-sha256") {
+                    continue;
+                }
+                headers.push((k.clone(), filled(v.as_str().unwrap_or(""), Escape::Raw)?));
+            }
+        }
+        let body = match action.get("request_body").and_then(Value::as_str) {
+            None => Vec::new(),
+            Some(t) => {
+                let text = filled(t, Escape::Json)?;
+                if serde_json::from_str::<Value>(&text).is_err() {
+                    return Err(CallError::Template(
+                        "request_body is not valid JSON once its placeholders are filled".into(),
+                    ));
+                }
+                text.into_bytes()
+            }
+        };
+        if self.doc.get("protocol").and_then(Value::as_str) == Some("aws_sigv4") {
+            headers = sign_v4(&method, &url, headers, &body, &params, self.credential)?;
+        }
+        let method = reqwest::Method::from_bytes(method.as_bytes())
+            .map_err(|_| CallError::Template("bad method".into()))?;
+        let mut req = client
+            .request(method, url)
+            .timeout(read_timeout(self.doc))
+            .body(body);
+        for (k, v) in &headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| CallError::Unreachable(crate::model::sse::error_chain(&e)))?;
+        let status = resp.status();
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| CallError::Unreachable(crate::model::sse::error_chain(&e)))?;
+        if !status.is_success() {
+            let text = String::from_utf8_lossy(&bytes);
+            let mut scrubbed = text.to_string();
+            for v in self.credential.values().filter_map(Value::as_str) {
+                scrubbed = crate::model::scrub(&scrubbed, Some(v), 2000);
+            }
+            return Err(CallError::Upstream {
+                status: status.as_u16(),
+                body: crate::model::scrub(&scrubbed, None, 2000),
+            });
+        }
+        let doc: Value = serde_json::from_slice(&bytes).map_err(|_| CallError::NotJson)?;
+        let filter = action
+            .get("response_filter")
+            .or_else(|| params.get("response_filter"))
+            .and_then(Value::as_str);
+        let data = match filter {
+            Some(path) => {
+                let picked = jsonpath::select(&doc, path)
+                    .map_err(|e| CallError::Template(e.to_string()))?
+                    .unwrap_or(Value::Null);
+                json!({ "response": picked })
+            }
+            None if doc.is_object() => doc,
+            None => json!({ "response": doc }),
+        };
+        Ok(json!({
+            "inference_results": [{
+                "output": [{ "name": "response", "dataAsMap": data }],
+                "status_code": status.as_u16(),
+            }]
+        }))
+    }
+}
+
+fn read_timeout(doc: &Value) -> Duration {
+    let secs = doc
+        .pointer("/client_config/read_timeout")
+        .and_then(Value::as_u64)
+        .unwrap_or(60);
+    Duration::from_secs(secs.clamp(1, 600))
+}
+
+/// Adds SigV4 headers (with `x-amz-content-sha256`) for the connector's region and service.
+fn sign_v4(
+    method: &str,
+    url: &url::Url,
+    mut headers: Vec<(String, String)>,
+    body: &[u8],
+    params: &Map<String, Value>,
+    credential: &Map<String, Value>,
+) -> Result<Vec<(String, String)>, CallError> {
+    use aws_sigv4::http_request::{
+        PayloadChecksumKind, SignableBody, SignableRequest, SigningSettings, sign,
+    };
+    let s = |m: &Map<String, Value>, k: &str| m.get(k).and_then(Value::as_str).map(str::to_string);
+    let (Some(ak), Some(sk)) = (s(credential, "access_key"), s(credential, "secret_key")) else {
+        return Err(CallError::Template(
+            "aws_sigv4 needs credential.access_key and credential.secret_key".into(),
+        ));
+    };
+    let region = s(params, "region").unwrap_or_else(|| "us-east-1".into());
+    let service = s(params, "service_name").unwrap_or_else(|| "bedrock".into());
+    let identity = aws_credential_types::Credentials::new(
+        ak,
+        sk,
+        s(credential, "session_token"),
+        None,
+        "agui-gateway",
+    )
+    .into();
+    let mut settings = SigningSettings::default();
+    settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
+    let params = aws_sigv4::sign::v4::SigningParams::builder()
+        .identity(&identity)
+        .region(&region)
+        .name(&service)
+        .time(SystemTime::now())
+        .settings(settings)
+        .build()
+        .map_err(|e| CallError::Template(format!("cannot sign: {e}")))?
+        .into();
+    let signable = SignableRequest::new(
+        method,
+        url.as_str(),
+        headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        SignableBody::Bytes(body),
+    )
+    .map_err(|e| CallError::Template(format!("cannot sign: {e}")))?;
+    let (instructions, _) = sign(signable, &params)
+        .map_err(|e| CallError::Template(format!("cannot sign: {e}")))?
+        .into_parts();
+    for (k, v) in instructions.headers() {
+        headers.push((k.to_string(), v.to_string()));
+    }
+    Ok(headers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation_names_the_field() {
+        let ok = json!({
+            "name": "c", "protocol": "aws_sigv4",
+            "parameters": {"region": "us-east-1", "service_name": "bedrock"},
+            "credential": {"access_key": "AK", "secret_key": "SK"},
+            "actions": [{"action_type": "predict", "method": "POST", "url": "https://x/y", "request_body": "{}"}]
+        });
+        let (public, cred) = validate(&ok, "").unwrap();
+        assert!(public.get("credential").is_none());
+        assert_eq!(cred["access_key"], "AK");
+        let mut bad = ok.clone();
+        bad["credential"] = json!({"access_key": "AK"});
+        assert_eq!(
+            validate(&bad, "connector.").unwrap_err().field,
+            "connector.credential.secret_key"
+        );
+        let mut bad = ok.clone();
+        bad["protocol"] = json!("grpc");
+        assert_eq!(validate(&bad, "").unwrap_err().field, "protocol");
+        let mut bad = ok.clone();
+        bad["actions"][0]["url"] = json!("ftp://x");
+        assert_eq!(validate(&bad, "").unwrap_err().field, "actions[0].url");
+        let mut bad = ok;
+        bad["actions"][0]["response_filter"] = json!("choices");
+        assert_eq!(
+            validate(&bad, "").unwrap_err().field,
+            "actions[0].response_filter"
+        );
+    }
+}
