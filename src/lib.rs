@@ -48,8 +48,8 @@ pub struct AppState(Arc<AppInner>);
 
 /// What [`AppState`] holds.
 pub struct AppInner {
-    /// Agents by id, built once at start-up.
-    pub agents: HashMap<String, Arc<Agent>>,
+    /// Agents by id: the config file's, and those registered through the agent API.
+    pub agents: Arc<agent::registry::Agents>,
     /// Active runs, for the one-run-per-thread rule and cancellation.
     pub runs: Arc<RunManager>,
     /// Server-wide limits and timings.
@@ -109,11 +109,25 @@ impl AppState {
                 .map_err(|e| anyhow::anyhow!("agent {:?}: {e}", a.id))?;
             agents.insert(a.id.clone(), Arc::new(agent));
         }
-        Ok(Self(Arc::new(AppInner {
+        let sealer = match &config.master_key {
+            config::MasterKey::Env(k) => store::sealed::Sealer::from_base64(k.expose()),
+            config::MasterKey::File(p) => store::sealed::Sealer::from_file_or_generate(p),
+        }
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let search = Arc::clone(&shared.search);
+        let agents = agent::registry::Agents::new(
             agents,
+            Arc::clone(&store),
+            Arc::new(sealer),
+            client,
+            shared,
+            config.server.model_idle_timeout_secs,
+        );
+        Ok(Self(Arc::new(AppInner {
+            agents: Arc::new(agents),
             runs: RunManager::with_detach_limit(config.server.max_detached_runs),
             settings: config.server.clone(),
-            search: shared.search,
+            search,
             store,
             gateway_id: format!("gw-{}", uuid::Uuid::new_v4().simple()),
         })))
@@ -185,7 +199,7 @@ pub async fn serve(
         })
         .await?;
     // Close tool sources (MCP sessions, child processes) once no run can use them.
-    for agent in closing.agents.values() {
+    for agent in closing.agents.loaded() {
         agent.tools.close().await;
     }
     Ok(())

@@ -387,7 +387,7 @@ async fn a_stdio_server_runs_as_a_child_process() {
     assert_eq!(result["content"], "hello over stdio");
 
     // Closing ends the session (and the child) and says so.
-    for agent in gw.state.agents.values() {
+    for agent in gw.state.agents.loaded() {
         agent.tools.close().await;
     }
     assert_eq!(health(&gw).await["toolSources"][0]["error"], "closed");

@@ -4,6 +4,7 @@
 pub mod approvals;
 pub mod history;
 pub mod react;
+pub mod registry;
 pub mod spec;
 pub mod usage;
 
@@ -65,6 +66,8 @@ pub struct Agent {
     pub parameters: serde_json::Map<String, serde_json::Value>,
     /// A flow agent's steps.
     pub flow: Vec<FlowStep>,
+    /// The gateway id of its registered model, when it has one (usage reports name it).
+    pub model_ref: Option<String>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -160,6 +163,7 @@ impl Agent {
             kind: cfg.kind,
             parameters: cfg.parameters.clone(),
             flow: cfg.flow.clone(),
+            model_ref: None,
         })
     }
 }

@@ -31,7 +31,13 @@ pub async fn run_agent(
     let agent = state
         .agents
         .get(&agent_id)
-        .cloned()
+        .await
+        .map_err(|e| match e {
+            crate::agent::registry::RegistryError::Invalid(i) => ApiError::Internal(format!(
+                "registered agent {agent_id:?} no longer builds: {i}"
+            )),
+            other => ApiError::Internal(other.to_string()),
+        })?
         .ok_or_else(|| ApiError::NotFound(format!("no agent with id {agent_id:?}")))?;
     let body = body.map_err(|e| match e {
         BytesRejection::FailedToBufferBody(_)

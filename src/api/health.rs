@@ -9,7 +9,7 @@ use crate::AppState;
 /// `GET /healthz`.
 pub async fn healthz(State(state): State<AppState>) -> Json<Value> {
     let mut sources = Vec::new();
-    for a in state.agents.values() {
+    for a in state.agents.loaded() {
         for mut h in a.tools.health() {
             h["agent"] = json!(a.id);
             sources.push(h);
@@ -19,7 +19,7 @@ pub async fn healthz(State(state): State<AppState>) -> Json<Value> {
     Json(json!({
         "status": if degraded { "degraded" } else { "ok" },
         "version": env!("CARGO_PKG_VERSION"),
-        "agents": state.agents.len(),
+        "agents": state.agents.loaded().len(),
         "activeRuns": state.runs.active_count(),
         "detachedRuns": state.runs.detached_count(),
         "oldestRunSecs": state.runs.oldest_run_secs().unwrap_or(0),
@@ -31,7 +31,7 @@ pub async fn healthz(State(state): State<AppState>) -> Json<Value> {
 pub async fn agents(State(state): State<AppState>) -> Json<Value> {
     let mut list: Vec<Value> = state
         .agents
-        .values()
+        .fixed()
         .map(|a| {
             json!({
                 "id": a.id,

@@ -74,6 +74,27 @@ struct FileConfig {
     media: MediaFile,
     #[serde(default)]
     agents: Vec<AgentFile>,
+    #[serde(default)]
+    secrets: SecretsFile,
+}
+
+/// Where the master key that seals stored credentials comes from.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SecretsFile {
+    #[serde(default)]
+    key_file: Option<PathBuf>,
+    #[serde(default)]
+    key_env: Option<String>,
+}
+
+/// The master key (AES-256-GCM) that seals credentials stored by the agent API.
+#[derive(Debug, Clone)]
+pub enum MasterKey {
+    /// Base64 key text from an environment variable.
+    Env(Secret),
+    /// A key file, generated on first start when missing.
+    File(PathBuf),
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -334,6 +355,8 @@ pub struct Config {
     pub media: crate::model::media::MediaPolicy,
     /// The agents.
     pub agents: Vec<AgentConfig>,
+    /// The key that seals stored credentials.
+    pub master_key: MasterKey,
 }
 
 impl Config {
@@ -390,6 +413,19 @@ impl Config {
             Some(p) if p.is_relative() => dir.map(|d| d.join(&p)).unwrap_or(p),
             Some(p) => p,
             None => PathBuf::from("agui-data"),
+        };
+        let key_env = raw
+            .secrets
+            .key_env
+            .clone()
+            .unwrap_or_else(|| "AGUI_MASTER_KEY".into());
+        let master_key = match env(&key_env).filter(|v| !v.is_empty()) {
+            Some(v) => MasterKey::Env(Secret::new(v)),
+            None => MasterKey::File(match raw.secrets.key_file.clone() {
+                Some(p) if p.is_relative() => dir.map(|d| d.join(&p)).unwrap_or(p),
+                Some(p) => p,
+                None => data_dir.join("master.key"),
+            }),
         };
         let d = ServerSettings::default();
         let s = raw.server;
@@ -542,6 +578,7 @@ impl Config {
             server,
             media,
             agents,
+            master_key,
         })
     }
 }
