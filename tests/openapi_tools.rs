@@ -177,7 +177,8 @@ async fn operations_become_tools_with_path_query_header_and_body_schemas() {
         agents["agents"][0]["tools"],
         json!(["get_weather", "pets_createPet", "pets_getPetById"])
     );
-    let specs = gw.0.state.agents["a"].tools.specs();
+    let agent = gw.0.state.agents.get("a").await.unwrap().unwrap();
+    let specs = agent.tools.specs();
     let get = specs.iter().find(|s| s.name == "pets_getPetById").unwrap();
     assert_eq!(get.description, "Find a pet by id\n\nReturns a single pet.");
     assert_eq!(
@@ -409,7 +410,8 @@ auth = {{ type = "header", name = "X-Api-Key", value_env = "PETSTORE_KEY" }}
         tool_call_id: "c".into(),
         cancel: CancellationToken::new(),
     };
-    let tools = &gw.0.state.agents["a"].tools;
+    let agent = gw.0.state.agents.get("a").await.unwrap().unwrap();
+    let tools = &agent.tools;
     let out = bounded(tools.call(
         "getPetById",
         r#"{"petId": "5", "X-Request-Id": "r-5"}"#,
