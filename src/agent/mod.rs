@@ -2,6 +2,7 @@
 //! run them.
 
 pub mod approvals;
+pub mod flow;
 pub mod history;
 pub mod react;
 pub mod registry;
@@ -26,6 +27,75 @@ use crate::tools::http::HttpTool;
 use crate::tools::model_tool::ModelTool;
 use crate::tools::search::SearchService;
 use crate::tools::{Registry, RegistryBuilder, Tool};
+
+/// How a run ended, for callers that answer with one response instead of a stream.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// `end_turn`, `max_iterations` or `tool_use` (stopped on a call the client must answer).
+    pub stop_reason: &'static str,
+    /// The `RUN_ERROR` code and message, when it failed.
+    pub error: Option<(String, String)>,
+    /// The messages the run produced (AG-UI messages, as the client would build them).
+    pub messages: Vec<serde_json::Value>,
+    /// Its model calls.
+    pub usage: usage::Ledger,
+    /// Outputs of flow steps marked `include_output_in_agent_response`, by tool.
+    pub outputs: Vec<(String, String)>,
+    /// The flow step that produced the answer.
+    pub last_tool: Option<String>,
+}
+
+/// Runs `agent` on `input` with the loop its type calls for.
+pub async fn drive(
+    agent: &Agent,
+    input: &crate::protocol::input::RunAgentInput,
+    emitter: &mut crate::runs::Emitter,
+    cancel: tokio_util::sync::CancellationToken,
+    store: Option<Arc<dyn crate::store::Store>>,
+) -> Report {
+    if agent.kind.is_flow() {
+        flow::run(agent, input, emitter, cancel, store).await
+    } else {
+        react::run(agent, input, emitter, cancel, store).await
+    }
+}
+
+/// What an execution's `parameters` change for one run (carried in `forwardedProps.parameters`).
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    /// Bound on history messages sent to the model.
+    pub message_history_limit: Option<usize>,
+    /// Only these tools (and, in a flow, in this order).
+    pub selected_tools: Option<Vec<String>>,
+    /// The execution's parameters merged over the agent's.
+    pub parameters: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Overrides {
+    /// Reads them from a run's input.
+    pub fn of(input: &crate::protocol::input::RunAgentInput) -> Self {
+        use serde_json::Value;
+        let Some(Value::Object(p)) = input
+            .forwarded_props
+            .as_ref()
+            .and_then(|f| f.get("parameters"))
+        else {
+            return Self::default();
+        };
+        let number = |v: &Value| v.as_u64().or_else(|| v.as_str()?.trim().parse().ok());
+        let selected_tools = p.get("selected_tools").and_then(|v| match v {
+            Value::Array(a) => Some(a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()),
+            // ml-commons passes lists as JSON text too.
+            Value::String(s) => serde_json::from_str::<Vec<String>>(s).ok(),
+            _ => None,
+        });
+        Self {
+            message_history_limit: p.get("message_history_limit").and_then(number).map(|n| n as usize),
+            selected_tools,
+            parameters: p.clone(),
+        }
+    }
+}
 
 /// What agents share with each other and the rest of the server.
 #[derive(Clone)]

@@ -11,7 +11,7 @@ use futures::stream::FuturesUnordered;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::Agent;
+use super::{Agent, Overrides, Report};
 use super::approvals;
 use super::history::{ThreadStore, limit_history, parse_messages};
 use super::usage::Ledger;
@@ -57,7 +57,8 @@ pub async fn run(
     emitter: &mut Emitter,
     cancel: CancellationToken,
     store: Option<Arc<dyn Store>>,
-) {
+) -> Report {
+    let overrides = Overrides::of(input);
     let thread_store = store
         .filter(|_| agent.memory.store)
         .map(|s| ThreadStore::new(s, &agent.id, &input.thread_id, agent.memory.clone()));
@@ -70,6 +71,8 @@ pub async fn run(
         usage: Ledger::default(),
         thread_store,
         saved: false,
+        stop: "end_turn",
+        overrides,
     };
     let outcome = run.drive().await;
     // Persist what the run produced before anything else can fail: a failed run keeps the
@@ -85,13 +88,20 @@ pub async fn run(
             tracing::error!(thread = %input.thread_id, error = %e, "could not save the run's messages");
         }
     }
+    let mut report = Report {
+        stop_reason: run.stop,
+        error: None,
+        ..Report::default()
+    };
     match outcome {
         Ok(()) => {}
         Err(Halt::Disconnected) => {
+            report.error = Some(("DISCONNECTED".into(), "The client disconnected.".into()));
             tracing::info!(thread = %input.thread_id, run = %input.run_id, "client disconnected")
         }
         Err(Halt::Cancelled) => {
             tracing::info!(thread = %input.thread_id, run = %input.run_id, "run cancelled");
+            report.error = Some(("CANCELLED".into(), "The run was cancelled.".into()));
             run.emitter
                 .fail("CANCELLED", "The run was cancelled.")
                 .await;
@@ -99,12 +109,17 @@ pub async fn run(
         Err(Halt::Model(e)) => {
             tracing::warn!(thread = %input.thread_id, run = %input.run_id, error = %e, "model call failed");
             let usage = run.usage.ag_ui();
+            report.error = Some((e.code().to_string(), e.to_string()));
             run.emitter
                 .fail_with_usage(e.code(), e.to_string(), usage)
                 .await;
         }
         Err(Halt::Store(e)) => {
             tracing::error!(thread = %input.thread_id, run = %input.run_id, error = %e, "store failed");
+            report.error = Some((
+                "STORE_UNAVAILABLE".into(),
+                "The conversation store is unavailable; try again shortly.".into(),
+            ));
             run.emitter
                 .fail(
                     "STORE_UNAVAILABLE",
@@ -114,6 +129,10 @@ pub async fn run(
         }
         Err(Halt::Violation(v)) => {
             tracing::error!(thread = %input.thread_id, run = %input.run_id, violation = %v, "run stopped by the verifier");
+            report.error = Some((
+                "INTERNAL_ERROR".into(),
+                "The gateway produced an invalid event sequence and stopped the run.".into(),
+            ));
             run.emitter
                 .fail(
                     "INTERNAL_ERROR",
@@ -122,6 +141,9 @@ pub async fn run(
                 .await;
         }
     }
+    report.messages = run.emitter.transcript().messages();
+    report.usage = std::mem::take(&mut run.usage);
+    report
 }
 
 struct Run<'a> {
@@ -138,6 +160,10 @@ struct Run<'a> {
     thread_store: Option<ThreadStore>,
     /// Whether the run's messages were already saved (before a final snapshot).
     saved: bool,
+    /// Why the run stopped: `end_turn`, `max_iterations` or `tool_use` (waiting on the client).
+    stop: &'static str,
+    /// What the execution's parameters change for this run.
+    overrides: Overrides,
 }
 
 /// One tool call of a model turn.
@@ -210,7 +236,11 @@ impl Run<'_> {
         let (mut decisions, unknown) = approvals::from_resume(&input.resume);
         notices.extend(unknown);
         let mut messages = converted.conversation.messages;
-        if let Some(limit) = self.agent.memory.message_history_limit {
+        if let Some(limit) = self
+            .overrides
+            .message_history_limit
+            .or(self.agent.memory.message_history_limit)
+        {
             limit_history(&mut messages, limit);
         }
         let dropped = tokio::select! {
@@ -271,6 +301,9 @@ impl Run<'_> {
             })
             .collect();
         let mut tools = self.agent.tools.specs();
+        if let Some(selected) = &self.overrides.selected_tools {
+            tools.retain(|t| selected.contains(&t.name));
+        }
         tools.extend(frontend.iter().cloned());
 
         for _ in 0..self.agent.max_iterations {
@@ -326,15 +359,18 @@ impl Run<'_> {
                 });
             }
             if !gated.is_empty() {
+                self.stop = "tool_use";
                 return self.pause_for_approval(&gated, &frontend_calls).await;
             }
             if !frontend_calls.is_empty() {
+                self.stop = "tool_use";
                 return self
                     .finish(frontend_calls.iter().map(|c| c.id.clone()).collect())
                     .await;
             }
         }
         let limit = self.agent.max_iterations;
+        self.stop = "max_iterations";
         self.emitter
             .emit(Event::Custom {
                 name: "max_iterations_reached".into(),

@@ -10,12 +10,13 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::ApiError;
 use crate::AppState;
-use crate::agent::react;
+use crate::agent::{Agent, Report};
+use crate::protocol::input::RunAgentInput;
 use crate::protocol::encode::{KEEP_ALIVE, SSE_CONTENT_TYPE, sse_frame};
 use crate::protocol::input;
 use crate::runs::Emitter;
@@ -54,6 +55,13 @@ pub async fn run_agent(
         field: e.field,
         message: e.message,
     })?;
+    check_tools(&agent, &input)?;
+    let started = start(&state, agent, input).await;
+    Ok(sse_response(&state, started))
+}
+
+/// Refuses frontend tools named like one of the agent's backend tools.
+pub(crate) fn check_tools(agent: &Agent, input: &RunAgentInput) -> Result<(), ApiError> {
     for (i, tool) in input.tools.iter().enumerate() {
         if agent.tools.contains(&tool.name) {
             return Err(ApiError::BadRequest {
@@ -65,8 +73,38 @@ pub async fn run_agent(
             });
         }
     }
+    Ok(())
+}
 
-    let input_ids = (input.thread_id.clone(), input.run_id.clone());
+/// A run that has started: its frames, its cancel token, and its report once it ends.
+pub(crate) struct Started {
+    rx: mpsc::Receiver<Bytes>,
+    cancel: CancellationToken,
+    thread_id: String,
+    run_id: String,
+    /// The run's report, sent when it has ended and its thread is released.
+    pub done: oneshot::Receiver<Report>,
+}
+
+impl Started {
+    /// Reads (and drops) the frames until the run ends, then gives its report.
+    pub(crate) async fn finish(mut self) -> Report {
+        while self.rx.recv().await.is_some() {}
+        self.done.await.unwrap_or_else(|_| Report {
+            error: Some(("INTERNAL_ERROR".into(), "the run stopped unexpectedly".into())),
+            ..Report::default()
+        })
+    }
+}
+
+/// Registers the run (one per thread, across gateways) and spawns its loop.
+pub(crate) async fn start(state: &AppState, agent: Arc<Agent>, input: RunAgentInput) -> Started {
+    let (done_tx, done) = oneshot::channel();
+    let failed = |code: &str, message: String| Report {
+        error: Some((code.to_string(), message)),
+        ..Report::default()
+    };
+    let ids = (input.thread_id.clone(), input.run_id.clone());
     let (tx, rx) = mpsc::channel(state.settings.channel_capacity);
     let cancel = CancellationToken::new();
     let mut emitter = Emitter::new(tx, input.is_v1());
@@ -83,6 +121,7 @@ pub async fn run_agent(
         Err(active) => {
             tracing::info!(thread = %input.thread_id, active_run = %active.run_id, "thread busy");
             let message = busy_message(&input.thread_id, &active.run_id);
+            let _ = done_tx.send(failed("THREAD_BUSY", message.clone()));
             tokio::spawn(async move { emitter.fail("THREAD_BUSY", message).await });
         }
         Ok(guard) => {
@@ -93,12 +132,15 @@ pub async fn run_agent(
                 let mut emitter = emitter.with_closing_flag(Arc::clone(&_guard.closing));
                 // The lease holds the thread across gateways sharing a store.
                 match Lease::take(&state, &agent.id, &input.thread_id, &input.run_id).await {
-                    Taken::Unavailable(message) => emitter.fail("STORE_UNAVAILABLE", message).await,
+                    Taken::Unavailable(message) => {
+                        emitter.fail("STORE_UNAVAILABLE", message.clone()).await;
+                        let _ = done_tx.send(failed("STORE_UNAVAILABLE", message));
+                    }
                     Taken::Busy(holder) => {
                         tracing::info!(thread = %input.thread_id, active_run = %holder, "thread busy on another gateway");
-                        emitter
-                            .fail("THREAD_BUSY", busy_message(&input.thread_id, &holder))
-                            .await;
+                        let message = busy_message(&input.thread_id, &holder);
+                        emitter.fail("THREAD_BUSY", message.clone()).await;
+                        let _ = done_tx.send(failed("THREAD_BUSY", message));
                     }
                     Taken::Held(lease) => {
                         let record = crate::store::RunRecord {
@@ -111,7 +153,7 @@ pub async fn run_agent(
                         let (log, writer) = EventLog::start(Arc::clone(&state.store), record, keep);
                         let mut emitter =
                             emitter.with_log(log, state.settings.detach_on_disconnect);
-                        react::run(
+                        let report = crate::agent::drive(
                             &agent,
                             &input,
                             &mut emitter,
@@ -124,11 +166,30 @@ pub async fn run_agent(
                         drop(emitter);
                         let _ = writer.await;
                         lease.release().await;
+                        let _ = done_tx.send(report);
                     }
                 }
             });
         }
     }
+    Started {
+        rx,
+        cancel,
+        thread_id: ids.0,
+        run_id: ids.1,
+        done,
+    }
+}
+
+/// Streams a started run as SSE with keep-alives; the client leaving cancels (or detaches) it.
+pub(crate) fn sse_response(state: &AppState, started: Started) -> Response {
+    let Started {
+        rx,
+        cancel,
+        thread_id,
+        run_id,
+        ..
+    } = started;
     let keepalive = Duration::from_secs(state.settings.keepalive_secs);
     let disconnect = Disconnect {
         cancel,
@@ -136,7 +197,7 @@ pub async fn run_agent(
         detach: state
             .settings
             .detach_on_disconnect
-            .then(|| (Arc::clone(&state.runs), input_ids.0, input_ids.1)),
+            .then(|| (Arc::clone(&state.runs), thread_id, run_id)),
     };
     let mut resp = Body::from_stream(sse_stream(rx, keepalive, disconnect)).into_response();
     let h = resp.headers_mut();
@@ -146,7 +207,7 @@ pub async fn run_agent(
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    Ok(resp)
+    resp
 }
 
 fn busy_message(thread: &str, run: &str) -> String {

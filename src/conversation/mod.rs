@@ -2,6 +2,7 @@
 //! Every provider adapts this model; AG-UI (and later the execute API) convert into it.
 
 pub mod from_agui;
+pub mod standard;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

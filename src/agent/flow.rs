@@ -1,0 +1,307 @@
+//! Flow agents: their tools run in a fixed order (or the order of `selected_tools`), each one's
+//! templated parameters filled from the execution's parameters and the outputs before it
+//! (`${parameters.<tool>.output}`). A conversational flow also keeps the exchange in memory and
+//! offers the earlier turns as `${parameters.chat_history}`. Every step streams as a backend
+//! tool call, and the last output as the answer.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::history::ThreadStore;
+use super::react::new_id;
+use super::{Agent, Overrides, Report};
+use crate::config::FlowStep;
+use crate::connector::template::{Escape, render_value};
+use crate::protocol::events::{Event, ToolResultContent};
+use crate::protocol::input::RunAgentInput;
+use crate::runs::Emitter;
+use crate::store::Store;
+use crate::tools::ToolContext;
+
+/// Why a flow stopped early: a code and a message for `RUN_ERROR`.
+type Stop = (String, String);
+
+/// Runs a flow agent on `input`.
+pub async fn run(
+    agent: &Agent,
+    input: &RunAgentInput,
+    emitter: &mut Emitter,
+    cancel: CancellationToken,
+    store: Option<Arc<dyn Store>>,
+) -> Report {
+    let thread_store = store
+        .filter(|_| agent.memory.store)
+        .map(|s| ThreadStore::new(s, &agent.id, &input.thread_id, agent.memory.clone()));
+    let mut report = Report {
+        stop_reason: "end_turn",
+        ..Report::default()
+    };
+    let outcome = drive(agent, input, emitter, &cancel, thread_store.as_ref(), &mut report).await;
+    if let Some(ts) = &thread_store
+        && let Err(e) = ts.save(emitter.transcript().complete_messages()).await
+    {
+        tracing::error!(thread = %input.thread_id, error = %e, "could not save the flow's messages");
+    }
+    if let Err((code, message)) = outcome {
+        emitter.fail(&code, message.clone()).await;
+        report.error = Some((code, message));
+    }
+    report.messages = emitter.transcript().messages();
+    report
+}
+
+fn last_user_text(input: &RunAgentInput) -> Option<String> {
+    let m = input
+        .raw_messages
+        .iter()
+        .rev()
+        .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))?;
+    Some(message_text(m))
+}
+
+fn message_text(m: &Value) -> String {
+    match m.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => String::new(),
+    }
+}
+
+/// The earlier turns of the thread as `Human:` / `AI:` lines, the last `limit` messages.
+fn chat_history(stored: &[Value], current: &[Value], limit: Option<usize>) -> String {
+    let current_ids: Vec<&str> = current
+        .iter()
+        .filter_map(|m| m.get("id").and_then(Value::as_str))
+        .collect();
+    let lines: Vec<String> = stored
+        .iter()
+        .filter(|m| {
+            !m.get("id")
+                .and_then(Value::as_str)
+                .is_some_and(|id| current_ids.contains(&id))
+        })
+        .filter_map(|m| match m.get("role").and_then(Value::as_str) {
+            Some("user") => Some(format!("Human: {}", message_text(m))),
+            Some("assistant") if m.get("content").is_some_and(|c| !c.is_null()) => {
+                Some(format!("AI: {}", message_text(m)))
+            }
+            _ => None,
+        })
+        .collect();
+    let skip = limit.map_or(0, |n| lines.len().saturating_sub(n));
+    lines[skip..].join("\n")
+}
+
+fn steps<'a>(agent: &'a Agent, overrides: &Overrides) -> Result<Vec<&'a FlowStep>, Stop> {
+    let Some(selected) = &overrides.selected_tools else {
+        return Ok(agent.flow.iter().collect());
+    };
+    selected
+        .iter()
+        .map(|name| {
+            agent.flow.iter().find(|s| &s.tool == name).ok_or_else(|| {
+                let names: Vec<&str> = agent.flow.iter().map(|s| s.tool.as_str()).collect();
+                (
+                    "INVALID_PARAMETERS".to_string(),
+                    format!("selected_tools names {name:?}, which is not a tool of this agent ({names:?})"),
+                )
+            })
+        })
+        .collect()
+}
+
+/// The arguments of one step: its parameters with placeholders filled; an `input` that holds a
+/// JSON object (ml-commons' `"input": "{\"index\": ...}"`) gives the arguments itself.
+fn step_args(
+    step: &FlowStep,
+    params: &Map<String, Value>,
+    schema: &Value,
+) -> Result<Map<String, Value>, Stop> {
+    let rendered = render_value(&Value::Object(step.parameters.clone()), params, Escape::Raw)
+        .map_err(|e| ("INVALID_PARAMETERS".to_string(), format!("tool {}: {e}", step.tool)))?;
+    let mut args = match rendered {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    if let Some(Value::String(s)) = args.get("input")
+        && let Ok(Value::Object(inner)) = serde_json::from_str::<Value>(s)
+    {
+        args.remove("input");
+        args.extend(inner);
+    }
+    // Configuration keys of the step are not arguments.
+    args.remove("model_id");
+    let properties = schema.get("properties").and_then(Value::as_object);
+    if let Some(props) = properties {
+        for key in props.keys() {
+            if !args.contains_key(key)
+                && let Some(v) = params.get(key)
+            {
+                args.insert(key.clone(), v.clone());
+            }
+        }
+        // Only what the schema knows (the registry validates strictly), except a prompt.
+        if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
+            args.retain(|k, _| props.contains_key(k));
+        }
+    }
+    Ok(args)
+}
+
+async fn drive(
+    agent: &Agent,
+    input: &RunAgentInput,
+    emitter: &mut Emitter,
+    cancel: &CancellationToken,
+    thread_store: Option<&ThreadStore>,
+    report: &mut Report,
+) -> Result<(), Stop> {
+    let halted = |e: crate::runs::EmitError| ("INTERNAL_ERROR".to_string(), e.to_string());
+    emitter
+        .emit(Event::RunStarted {
+            thread_id: input.thread_id.clone(),
+            run_id: input.run_id.clone(),
+            parent_run_id: input.parent_run_id.clone(),
+            protocol_version: if emitter.is_v1() {
+                input.protocol_version.clone()
+            } else {
+                None
+            },
+            input: None,
+        })
+        .await
+        .map_err(halted)?;
+    let overrides = Overrides::of(input);
+    let mut params = agent.parameters.clone();
+    params.extend(overrides.parameters.clone());
+    if !params.contains_key("question")
+        && let Some(q) = last_user_text(input)
+    {
+        params.insert("question".into(), json!(q));
+    }
+    let unavailable = |e: crate::store::StoreError| {
+        tracing::error!(error = %e, "store failed");
+        (
+            "STORE_UNAVAILABLE".to_string(),
+            "The conversation store is unavailable; try again shortly.".to_string(),
+        )
+    };
+    if let Some(ts) = thread_store {
+        let stored = ts.prepare(&input.raw_messages).await.map_err(unavailable)?;
+        let limit = overrides
+            .message_history_limit
+            .or(agent.memory.message_history_limit);
+        params.insert(
+            "chat_history".into(),
+            json!(chat_history(&stored, &input.raw_messages, limit)),
+        );
+    }
+    let steps = steps(agent, &overrides)?;
+    let message_id = new_id("msg");
+    let mut last = String::new();
+    for step in steps {
+        if cancel.is_cancelled() {
+            return Err(("CANCELLED".into(), "The run was cancelled.".into()));
+        }
+        let schema = agent
+            .tools
+            .specs()
+            .into_iter()
+            .find(|s| s.name == step.tool)
+            .map(|s| s.input_schema)
+            .unwrap_or(Value::Null);
+        let args = Value::Object(step_args(step, &params, &schema)?).to_string();
+        let call_id = new_id("call");
+        for event in [
+            Event::StepStarted {
+                step_name: step.tool.clone(),
+            },
+            Event::ToolCallStart {
+                tool_call_id: call_id.clone(),
+                tool_call_name: step.tool.clone(),
+                parent_message_id: Some(message_id.clone()),
+            },
+            Event::ToolCallArgs {
+                tool_call_id: call_id.clone(),
+                delta: args.clone(),
+            },
+            Event::ToolCallEnd {
+                tool_call_id: call_id.clone(),
+            },
+        ] {
+            emitter.emit(event).await.map_err(halted)?;
+        }
+        let ctx = ToolContext {
+            thread_id: input.thread_id.clone(),
+            run_id: input.run_id.clone(),
+            tool_call_id: call_id.clone(),
+            cancel: cancel.clone(),
+        };
+        let out = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(("CANCELLED".into(), "The run was cancelled.".into())),
+            out = agent.tools.call(&step.tool, &args, ctx) => out,
+        };
+        emitter
+            .emit(Event::ToolCallResult {
+                message_id: new_id("msg"),
+                tool_call_id: call_id.clone(),
+                content: ToolResultContent::Text(out.text.clone()),
+                role: Some("tool".into()),
+            })
+            .await
+            .map_err(halted)?;
+        emitter
+            .emit(Event::StepFinished {
+                step_name: step.tool.clone(),
+            })
+            .await
+            .map_err(halted)?;
+        if out.is_error {
+            return Err((
+                "TOOL_FAILED".into(),
+                format!("tool {} failed: {}", step.tool, out.text),
+            ));
+        }
+        params.insert(format!("{}.output", step.tool), json!(out.text));
+        if step.include_output {
+            report.outputs.push((step.tool.clone(), out.text.clone()));
+        }
+        last = out.text;
+        report.last_tool = Some(step.tool.clone());
+    }
+    if !last.is_empty() {
+        let answer = new_id("msg");
+        for event in [
+            Event::TextMessageStart {
+                message_id: answer.clone(),
+                role: Some("assistant".into()),
+                name: None,
+            },
+            Event::TextMessageContent {
+                message_id: answer.clone(),
+                delta: last,
+            },
+            Event::TextMessageEnd { message_id: answer },
+        ] {
+            emitter.emit(event).await.map_err(halted)?;
+        }
+    }
+    emitter
+        .emit(Event::RunFinished {
+            thread_id: input.thread_id.clone(),
+            run_id: input.run_id.clone(),
+            result: None,
+            outcome: None,
+            usage: None,
+        })
+        .await
+        .map_err(halted)?;
+    Ok(())
+}
