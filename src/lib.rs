@@ -176,6 +176,7 @@ pub fn router(state: AppState) -> Router {
             get(api::agui::run_events),
         )
         .merge(api::search::routes())
+        .merge(api::ml::routes())
         .merge(api::memory::routes(Arc::clone(&state.store)))
         .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
         .layer(cors)

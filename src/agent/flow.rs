@@ -38,7 +38,15 @@ pub async fn run(
         stop_reason: "end_turn",
         ..Report::default()
     };
-    let outcome = drive(agent, input, emitter, &cancel, thread_store.as_ref(), &mut report).await;
+    let outcome = drive(
+        agent,
+        input,
+        emitter,
+        &cancel,
+        thread_store.as_ref(),
+        &mut report,
+    )
+    .await;
     if let Some(ts) = &thread_store
         && let Err(e) = ts.save(emitter.transcript().complete_messages()).await
     {
@@ -124,7 +132,12 @@ fn step_args(
     schema: &Value,
 ) -> Result<Map<String, Value>, Stop> {
     let rendered = render_value(&Value::Object(step.parameters.clone()), params, Escape::Raw)
-        .map_err(|e| ("INVALID_PARAMETERS".to_string(), format!("tool {}: {e}", step.tool)))?;
+        .map_err(|e| {
+            (
+                "INVALID_PARAMETERS".to_string(),
+                format!("tool {}: {e}", step.tool),
+            )
+        })?;
     let mut args = match rendered {
         Value::Object(m) => m,
         _ => Map::new(),

@@ -84,13 +84,20 @@ impl Overrides {
         };
         let number = |v: &Value| v.as_u64().or_else(|| v.as_str()?.trim().parse().ok());
         let selected_tools = p.get("selected_tools").and_then(|v| match v {
-            Value::Array(a) => Some(a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()),
+            Value::Array(a) => Some(
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect(),
+            ),
             // ml-commons passes lists as JSON text too.
             Value::String(s) => serde_json::from_str::<Vec<String>>(s).ok(),
             _ => None,
         });
         Self {
-            message_history_limit: p.get("message_history_limit").and_then(number).map(|n| n as usize),
+            message_history_limit: p
+                .get("message_history_limit")
+                .and_then(number)
+                .map(|n| n as usize),
             selected_tools,
             parameters: p.clone(),
         }

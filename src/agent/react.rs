@@ -11,10 +11,10 @@ use futures::stream::FuturesUnordered;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{Agent, Overrides, Report};
 use super::approvals;
 use super::history::{ThreadStore, limit_history, parse_messages};
 use super::usage::Ledger;
+use super::{Agent, Overrides, Report};
 use crate::conversation::from_agui::{self, context_prompt};
 use crate::conversation::{ContentBlock, Message, Role, ToolResultBlock, ToolSpec, redacted_value};
 use crate::model::{ModelError, ModelEvent, ModelRequest, StopReason, Usage, media, retry};

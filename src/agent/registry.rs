@@ -96,14 +96,15 @@ impl ModelLookup for StoreModels<'_> {
         else {
             return Ok(None);
         };
-        let (connector, credential) = match (doc.body.get("connector"), doc.body.get("connector_id")) {
-            (Some(c), _) => (c.clone(), self.open(&doc)?),
-            (None, Some(Value::String(cid))) => self
-                .connector(cid)
-                .await?
-                .ok_or_else(|| format!("model {id:?} uses connector {cid:?}, which is gone"))?,
-            _ => return Err(format!("model {id:?} has no connector")),
-        };
+        let (connector, credential) =
+            match (doc.body.get("connector"), doc.body.get("connector_id")) {
+                (Some(c), _) => (c.clone(), self.open(&doc)?),
+                (None, Some(Value::String(cid))) => self
+                    .connector(cid)
+                    .await?
+                    .ok_or_else(|| format!("model {id:?} uses connector {cid:?}, which is gone"))?,
+                _ => return Err(format!("model {id:?} has no connector")),
+            };
         Ok(Some(ResolvedModel {
             model_id: id.to_string(),
             connector,

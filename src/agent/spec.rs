@@ -13,31 +13,8 @@ use crate::model::InferenceParams;
 use crate::model::scripted::Fixture;
 use crate::tools::model_tool::ModelTool;
 
-/// A registration problem, naming the field.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {problem}")]
-pub struct Invalid {
-    /// The field path, e.g. `model.credential.access_key`.
-    pub field: String,
-    /// What is wrong.
-    pub problem: String,
-}
-
-impl From<crate::connector::Invalid> for Invalid {
-    fn from(e: crate::connector::Invalid) -> Self {
-        Self {
-            field: e.field,
-            problem: e.problem,
-        }
-    }
-}
-
-fn invalid(field: impl Into<String>, problem: impl Into<String>) -> Invalid {
-    Invalid {
-        field: field.into(),
-        problem: problem.into(),
-    }
-}
+pub use crate::connector::Invalid;
+use crate::connector::invalid;
 
 /// The model providers of the unified `model` block.
 pub const PROVIDERS: &[&str] = &[

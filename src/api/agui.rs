@@ -16,9 +16,9 @@ use tokio_util::sync::CancellationToken;
 use super::ApiError;
 use crate::AppState;
 use crate::agent::{Agent, Report};
-use crate::protocol::input::RunAgentInput;
 use crate::protocol::encode::{KEEP_ALIVE, SSE_CONTENT_TYPE, sse_frame};
 use crate::protocol::input;
+use crate::protocol::input::RunAgentInput;
 use crate::runs::Emitter;
 use crate::runs::RunManager;
 use crate::runs::eventlog::EventLog;
@@ -91,7 +91,10 @@ impl Started {
     pub(crate) async fn finish(mut self) -> Report {
         while self.rx.recv().await.is_some() {}
         self.done.await.unwrap_or_else(|_| Report {
-            error: Some(("INTERNAL_ERROR".into(), "the run stopped unexpectedly".into())),
+            error: Some((
+                "INTERNAL_ERROR".into(),
+                "the run stopped unexpectedly".into(),
+            )),
             ..Report::default()
         })
     }

@@ -3,6 +3,7 @@
 pub mod agui;
 pub mod health;
 pub mod memory;
+pub mod ml;
 pub mod search;
 
 use axum::Json;

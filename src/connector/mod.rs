@@ -21,7 +21,8 @@ pub struct Invalid {
     pub problem: String,
 }
 
-fn invalid(field: impl Into<String>, problem: impl Into<String>) -> Invalid {
+/// An [`Invalid`] for `field`.
+pub(crate) fn invalid(field: impl Into<String>, problem: impl Into<String>) -> Invalid {
     Invalid {
         field: field.into(),
         problem: problem.into(),

@@ -49,8 +49,12 @@ pub struct StandardInput {
 }
 
 const IMAGE: &[&str] = &["jpeg", "jpg", "png", "gif", "webp"];
-const VIDEO: &[&str] = &["mp4", "mov", "avi", "mkv", "webm", "flv", "mpeg", "mpg", "wmv", "3gp"];
-const DOCUMENT: &[&str] = &["pdf", "csv", "doc", "docx", "xls", "xlsx", "html", "txt", "md"];
+const VIDEO: &[&str] = &[
+    "mp4", "mov", "avi", "mkv", "webm", "flv", "mpeg", "mpg", "wmv", "3gp",
+];
+const DOCUMENT: &[&str] = &[
+    "pdf", "csv", "doc", "docx", "xls", "xlsx", "html", "txt", "md",
+];
 const BLOCK_TYPES: &[&str] = &["text", "image", "video", "document"];
 
 fn kind_name(v: &Value) -> &'static str {
@@ -90,12 +94,20 @@ fn mime(kind: &str, format: &str) -> String {
 /// Checks one content block and gives its AG-UI part.
 fn block(v: &Value, at: &str) -> Result<Value, InputError> {
     let Some(o) = v.as_object() else {
-        return Err(err(at, "a content block must be an object", json!({"received": kind_name(v)})));
+        return Err(err(
+            at,
+            "a content block must be an object",
+            json!({"received": kind_name(v)}),
+        ));
     };
     let ty = match o.get("type") {
         Some(Value::String(t)) => t.as_str(),
         Some(other) => {
-            return Err(err(format!("{at}.type"), "must be a string", json!({"received": kind_name(other)})));
+            return Err(err(
+                format!("{at}.type"),
+                "must be a string",
+                json!({"received": kind_name(other)}),
+            ));
         }
         None => {
             return Err(err(
@@ -109,7 +121,11 @@ fn block(v: &Value, at: &str) -> Result<Value, InputError> {
         "text" => {
             return match o.get("text") {
                 Some(Value::String(t)) => Ok(json!({"type": "text", "text": t})),
-                _ => Err(err(format!("{at}.text"), "a text block must have a text string", json!({}))),
+                _ => Err(err(
+                    format!("{at}.text"),
+                    "a text block must have a text string",
+                    json!({}),
+                )),
             };
         }
         "image" => IMAGE,
@@ -138,20 +154,36 @@ fn block(v: &Value, at: &str) -> Result<Value, InputError> {
     };
     let sf = |k: &str| format!("{at}.{key}.{k}");
     let Some(src) = src.as_object() else {
-        return Err(err(format!("{at}.{key}"), "must be an object {type, format, data}", json!({})));
+        return Err(err(
+            format!("{at}.{key}"),
+            "must be an object {type, format, data}",
+            json!({}),
+        ));
     };
     let source_type = src.get("type").and_then(Value::as_str).unwrap_or("");
     if !matches!(source_type, "base64" | "url") {
-        return Err(err(sf("type"), "must be \"base64\" or \"url\"", json!({"expected": ["base64", "url"]})));
+        return Err(err(
+            sf("type"),
+            "must be \"base64\" or \"url\"",
+            json!({"expected": ["base64", "url"]}),
+        ));
     }
     let format = match src.get("format").and_then(Value::as_str) {
         Some(f) if formats.contains(&f.to_ascii_lowercase().as_str()) => f.to_ascii_lowercase(),
         Some(f) => {
-            return Err(err(sf("format"), format!("unsupported {ty} format {f:?}"), json!({"expected": formats})));
+            return Err(err(
+                sf("format"),
+                format!("unsupported {ty} format {f:?}"),
+                json!({"expected": formats}),
+            ));
         }
         None => return Err(err(sf("format"), "required", json!({"expected": formats}))),
     };
-    let Some(data) = src.get("data").and_then(Value::as_str).filter(|d| !d.is_empty()) else {
+    let Some(data) = src
+        .get("data")
+        .and_then(Value::as_str)
+        .filter(|d| !d.is_empty())
+    else {
         return Err(err(sf("data"), "required, a non-empty string", json!({})));
     };
     let source = if source_type == "base64" {
@@ -162,7 +194,13 @@ fn block(v: &Value, at: &str) -> Result<Value, InputError> {
     } else {
         match url::Url::parse(data) {
             Ok(u) if matches!(u.scheme(), "http" | "https") => {}
-            _ => return Err(err(sf("data"), "must be an http(s) URL for source type url", json!({}))),
+            _ => {
+                return Err(err(
+                    sf("data"),
+                    "must be an http(s) URL for source type url",
+                    json!({}),
+                ));
+            }
         }
         json!({"type": "url", "value": data, "mimeType": mime(ty, &format)})
     };
@@ -190,15 +228,21 @@ fn user_message(parts: Vec<Value>) -> Value {
 pub fn parse(input: &Value) -> Result<StandardInput, InputError> {
     let expected = "a string, an array of content blocks, or an array of messages";
     match input {
-        Value::String(s) if s.trim().is_empty() => Err(err("input", "must not be empty", json!({"expected": expected}))),
+        Value::String(s) if s.trim().is_empty() => Err(err(
+            "input",
+            "must not be empty",
+            json!({"expected": expected}),
+        )),
         Value::String(s) => Ok(StandardInput {
             kind: InputType::Text,
             messages: vec![user_message(vec![json!({"type": "text", "text": s})])],
             question: s.clone(),
         }),
-        Value::Array(items) if items.is_empty() => {
-            Err(err("input", "must not be an empty array", json!({"expected": expected})))
-        }
+        Value::Array(items) if items.is_empty() => Err(err(
+            "input",
+            "must not be an empty array",
+            json!({"expected": expected}),
+        )),
         Value::Array(items) => {
             let is_message = items[0].get("role").is_some();
             if !is_message && items[0].get("type").is_none() {
@@ -226,15 +270,27 @@ pub fn parse(input: &Value) -> Result<StandardInput, InputError> {
             for (i, m) in items.iter().enumerate() {
                 let at = format!("input[{i}]");
                 let Some(o) = m.as_object() else {
-                    return Err(err(at, "a message must be an object", json!({"received": kind_name(m)})));
+                    return Err(err(
+                        at,
+                        "a message must be an object",
+                        json!({"received": kind_name(m)}),
+                    ));
                 };
                 let role = match o.get("role").and_then(Value::as_str) {
                     Some(r @ ("user" | "assistant")) => r,
                     Some(r) => {
-                        return Err(err(format!("{at}.role"), format!("unsupported role {r:?}"), json!({"expected": ["user", "assistant"]})));
+                        return Err(err(
+                            format!("{at}.role"),
+                            format!("unsupported role {r:?}"),
+                            json!({"expected": ["user", "assistant"]}),
+                        ));
                     }
                     None => {
-                        return Err(err(format!("{at}.role"), "message must have role and content", json!({"expected": ["user", "assistant"]})));
+                        return Err(err(
+                            format!("{at}.role"),
+                            "message must have role and content",
+                            json!({"expected": ["user", "assistant"]}),
+                        ));
                     }
                 };
                 let content = match o.get("content") {
@@ -243,9 +299,19 @@ pub fn parse(input: &Value) -> Result<StandardInput, InputError> {
                         return Err(err(format!("{at}.content"), "must not be empty", json!({})));
                     }
                     Some(other) => {
-                        return Err(err(format!("{at}.content"), "must be an array of content blocks", json!({"received": kind_name(other)})));
+                        return Err(err(
+                            format!("{at}.content"),
+                            "must be an array of content blocks",
+                            json!({"received": kind_name(other)}),
+                        ));
                     }
-                    None => return Err(err(format!("{at}.content"), "message must have role and content", json!({}))),
+                    None => {
+                        return Err(err(
+                            format!("{at}.content"),
+                            "message must have role and content",
+                            json!({}),
+                        ));
+                    }
                 };
                 let parts = content
                     .iter()
@@ -257,7 +323,11 @@ pub fn parse(input: &Value) -> Result<StandardInput, InputError> {
                     messages.push(user_message(parts));
                 } else {
                     if parts.iter().any(|p| p["type"] != "text") {
-                        return Err(err(format!("{at}.content"), "assistant messages can only hold text blocks", json!({})));
+                        return Err(err(
+                            format!("{at}.content"),
+                            "assistant messages can only hold text blocks",
+                            json!({}),
+                        ));
                     }
                     messages.push(json!({
                         "id": crate::agent::react::new_id("msg"),
@@ -266,7 +336,12 @@ pub fn parse(input: &Value) -> Result<StandardInput, InputError> {
                     }));
                 }
             }
-            if messages.last().and_then(|m| m.get("role")).and_then(Value::as_str) != Some("user") {
+            if messages
+                .last()
+                .and_then(|m| m.get("role"))
+                .and_then(Value::as_str)
+                != Some("user")
+            {
                 return Err(err(
                     format!("input[{}].role", items.len() - 1),
                     "the last message must be the user's",
@@ -296,7 +371,10 @@ mod tests {
     #[test]
     fn the_three_shapes_become_agui_messages() {
         let t = parse(&json!("hi")).unwrap();
-        assert_eq!((t.kind, t.messages[0]["content"].clone()), (InputType::Text, json!("hi")));
+        assert_eq!(
+            (t.kind, t.messages[0]["content"].clone()),
+            (InputType::Text, json!("hi"))
+        );
         let b = parse(&json!([
             {"type": "text", "text": "what is this?"},
             {"type": "image", "source": {"type": "base64", "format": "png", "data": PNG}},
@@ -304,7 +382,10 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(b.kind, InputType::ContentBlocks);
-        assert_eq!(b.messages[0]["content"][1]["source"]["mimeType"], "image/png");
+        assert_eq!(
+            b.messages[0]["content"][1]["source"]["mimeType"],
+            "image/png"
+        );
         assert_eq!(b.messages[0]["content"][2]["source"]["type"], "url");
         assert_eq!(b.question, "what is this?");
         let m = parse(&json!([
@@ -330,26 +411,39 @@ mod tests {
         assert_eq!(field(json!([{"type": "text"}])), "input[0].text");
         assert_eq!(field(json!([{"type": "image"}])), "input[0].source");
         assert_eq!(
-            field(json!([{"type": "image", "source": {"type": "base64", "format": "bmp", "data": PNG}}])),
+            field(
+                json!([{"type": "image", "source": {"type": "base64", "format": "bmp", "data": PNG}}])
+            ),
             "input[0].source.format"
         );
         assert_eq!(
-            field(json!([{"type": "image", "source": {"type": "base64", "format": "png", "data": "%%%"}}])),
+            field(
+                json!([{"type": "image", "source": {"type": "base64", "format": "png", "data": "%%%"}}])
+            ),
             "input[0].source.data"
         );
         assert_eq!(
-            field(json!([{"type": "image", "source": {"type": "file", "format": "png", "data": "x"}}])),
+            field(
+                json!([{"type": "image", "source": {"type": "file", "format": "png", "data": "x"}}])
+            ),
             "input[0].source.type"
         );
         assert_eq!(field(json!([{"role": "user"}])), "input[0].content");
-        assert_eq!(field(json!([{"role": "system", "content": [{"type": "text", "text": "x"}]}])), "input[0].role");
         assert_eq!(
-            field(json!([{"role": "user", "content": [{"type": "text", "text": "x"}]},
-                         {"role": "assistant", "content": [{"type": "text", "text": "y"}]}])),
+            field(json!([{"role": "system", "content": [{"type": "text", "text": "x"}]}])),
+            "input[0].role"
+        );
+        assert_eq!(
+            field(
+                json!([{"role": "user", "content": [{"type": "text", "text": "x"}]},
+                         {"role": "assistant", "content": [{"type": "text", "text": "y"}]}])
+            ),
             "input[1].role"
         );
         assert_eq!(
-            field(json!([{"role": "user", "content": [{"type": "text", "text": "x"}, {"type": "video"}]}])),
+            field(
+                json!([{"role": "user", "content": [{"type": "text", "text": "x"}, {"type": "video"}]}])
+            ),
             "input[0].content[1].source"
         );
     }
