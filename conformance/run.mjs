@@ -1,10 +1,12 @@
 #!/usr/bin/env node
 // AG-UI conformance harness for agui-gateway.
 //
-// Usage: node run.mjs <baseUrl>        e.g. node run.mjs http://127.0.0.1:41234
+// Usage: node run.mjs <baseUrl> [path ...]   e.g. node run.mjs http://127.0.0.1:41234
 //
-// Drives the gateway's `demo` agent (POST <baseUrl>/agents/demo/agui) with the
-// real AG-UI client packages from npm, in two versions:
+// Drives the gateway's `demo` agent (POST <baseUrl>/agents/demo/agui, or each
+// given path, e.g. /_plugins/_ml/agents/<id>/_execute/stream, on an agent with
+// the demo's model and tools) with the real AG-UI client packages from npm, in
+// two versions:
 //   1.0.0  -> "@ag-ui/client"            (sends protocolVersion "1.0")
 //   0.0.58 -> "agui0" = @ag-ui/client@0.0.58 (sends no protocolVersion)
 //
@@ -996,38 +998,42 @@ async function main() {
     process.exitCode = 1;
     return;
   }
-  const url = `${baseUrl.replace(/\/+$/, '')}/agents/demo/agui`;
+  const paths = process.argv.length > 3 ? process.argv.slice(3) : ['/agents/demo/agui'];
   let passed = 0;
   let failed = 0;
-  for (const client of CLIENTS) {
-    const installed = installedVersion(client.pkg);
-    for (const scenario of SCENARIOS) {
-      if (scenario.versions && !scenario.versions.includes(client.version)) continue;
-      const trace = { url, runs: [], http: [], messages: undefined };
-      const ctx = {
-        trace,
-        agent: (initialMessages) => makeAgent(client, randomUUID(), initialMessages, trace),
-      };
-      let failure;
-      if (installed !== client.version) {
-        failure = `installed ${client.pkg} is ${installed}, expected ${client.version} (run npm ci)`;
-      } else {
-        try {
-          await scenario.run(client, ctx);
-        } catch (e) {
-          failure = e instanceof ScenarioFailure ? e.message : `harness error: ${errText(e)}`;
-          if (!(e instanceof ScenarioFailure) && e?.stack) trace.harnessStack = e.stack;
+  for (const path of paths) {
+    const url = `${baseUrl.replace(/\/+$/, '')}${path}`;
+    const label = paths.length > 1 ? ` ${path}` : '';
+    for (const client of CLIENTS) {
+      const installed = installedVersion(client.pkg);
+      for (const scenario of SCENARIOS) {
+        if (scenario.versions && !scenario.versions.includes(client.version)) continue;
+        const trace = { url, runs: [], http: [], messages: undefined };
+        const ctx = {
+          trace,
+          agent: (initialMessages) => makeAgent(client, randomUUID(), initialMessages, trace),
+        };
+        let failure;
+        if (installed !== client.version) {
+          failure = `installed ${client.pkg} is ${installed}, expected ${client.version} (run npm ci)`;
+        } else {
+          try {
+            await scenario.run(client, ctx);
+          } catch (e) {
+            failure = e instanceof ScenarioFailure ? e.message : `harness error: ${errText(e)}`;
+            if (!(e instanceof ScenarioFailure) && e?.stack) trace.harnessStack = e.stack;
+          }
         }
-      }
-      if (failure === undefined) {
-        passed++;
-        console.log(`PASS ${client.version} ${scenario.name}`);
-        if (VERBOSE) printTrace(trace);
-      } else {
-        failed++;
-        console.log(`FAIL ${client.version} ${scenario.name}: ${failure}`);
-        printTrace(trace);
-        if (trace.harnessStack) console.log(trace.harnessStack.replace(/^/gm, '    '));
+        if (failure === undefined) {
+          passed++;
+          console.log(`PASS ${client.version} ${scenario.name}${label}`);
+          if (VERBOSE) printTrace(trace);
+        } else {
+          failed++;
+          console.log(`FAIL ${client.version} ${scenario.name}${label}: ${failure}`);
+          printTrace(trace);
+          if (trace.harnessStack) console.log(trace.harnessStack.replace(/^/gm, '    '));
+        }
       }
     }
   }

@@ -1,6 +1,7 @@
 /// The real `@ag-ui/client` packages (1.0.0 and 0.0.58, from npm) accept every stream the
 /// gateway sends: chat, reasoning, frontend-tool round trip and backend tool, on the embedded
-/// default demo agent.
+/// default demo agent, through `/agents/{id}/agui` and the agent API's `_execute/stream`, and on
+/// an `ag_ui` agent registered through the agent API.
 use std::path::Path;
 use std::process::Stdio;
 
@@ -19,10 +20,32 @@ async fn real_ag_ui_clients_accept_the_gateway_streams() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(agui_gateway::serve(listener, state, std::future::pending()));
+    let registered: serde_json::Value = reqwest::Client::new()
+        .post(format!("http://{addr}/_plugins/_ml/agents/_register"))
+        .json(&serde_json::json!({
+            "name": "registered demo",
+            "type": "ag_ui",
+            "model": { "model_id": "scripted-demo", "model_provider": "scripted" },
+            "parameters": { "system_prompt": "You are a helpful assistant." },
+            "tools": [
+                { "type": "builtin", "name": "calculator" },
+                { "type": "builtin", "name": "publish_message", "kind": "publish", "requires_approval": true }
+            ]
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = registered["agent_id"].as_str().expect("registered").to_string();
 
     let out = tokio::process::Command::new("node")
         .arg(dir.join("run.mjs"))
         .arg(format!("http://{addr}"))
+        .arg("/agents/demo/agui")
+        .arg("/_plugins/_ml/agents/demo/_execute/stream")
+        .arg(format!("/_plugins/_ml/agents/{id}/_execute/stream"))
         .current_dir(&dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -36,5 +59,5 @@ async fn real_ag_ui_clients_accept_the_gateway_streams() {
         out.status.success(),
         "conformance failed:\n{stdout}\n{stderr}"
     );
-    assert!(stdout.contains("13 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("39 passed, 0 failed"), "{stdout}");
 }
