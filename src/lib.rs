@@ -60,6 +60,8 @@ pub struct AppInner {
     pub store: Arc<dyn store::Store>,
     /// This process's identity in thread leases.
     pub gateway_id: String,
+    /// Where embedded stores keep their files.
+    pub data_dir: std::path::PathBuf,
 }
 
 impl Deref for AppState {
@@ -130,6 +132,7 @@ impl AppState {
             search,
             store,
             gateway_id: format!("gw-{}", uuid::Uuid::new_v4().simple()),
+            data_dir: config.data_dir.clone(),
         })))
     }
 }

@@ -38,7 +38,10 @@ async fn real_ag_ui_clients_accept_the_gateway_streams() {
         .json()
         .await
         .unwrap();
-    let id = registered["agent_id"].as_str().expect("registered").to_string();
+    let id = registered["agent_id"]
+        .as_str()
+        .expect("registered")
+        .to_string();
 
     let out = tokio::process::Command::new("node")
         .arg(dir.join("run.mjs"))

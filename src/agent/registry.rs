@@ -113,6 +113,42 @@ impl ModelLookup for StoreModels<'_> {
     }
 }
 
+/// Keys of tool entries that carry secrets (HTTP headers, credentials): sealed with the agent
+/// document, shown as `[REDACTED]`.
+const SECRET_TOOL_KEYS: &[&str] = &["headers", "credential"];
+
+/// Splits the secrets out of a registration: the public body and the secrets by JSON pointer.
+fn split_secrets(body: &Value) -> (Value, Map<String, Value>) {
+    let mut public = body.clone();
+    let mut secrets = Map::new();
+    if let Some(tools) = public.get_mut("tools").and_then(Value::as_array_mut) {
+        for (i, t) in tools.iter_mut().enumerate() {
+            let Some(t) = t.as_object_mut() else { continue };
+            for key in SECRET_TOOL_KEYS {
+                if let Some(v) = t.get_mut(*key) {
+                    let redacted = match v {
+                        Value::Object(o) => Value::Object(
+                            o.keys().map(|k| (k.clone(), json!("[REDACTED]"))).collect(),
+                        ),
+                        _ => json!("[REDACTED]"),
+                    };
+                    secrets.insert(format!("/tools/{i}/{key}"), std::mem::replace(v, redacted));
+                }
+            }
+        }
+    }
+    (public, secrets)
+}
+
+/// Puts sealed secrets back where [`split_secrets`] took them from.
+fn merge_secrets(body: &mut Value, secrets: Map<String, Value>) {
+    for (pointer, v) in secrets {
+        if let Some(slot) = body.pointer_mut(&pointer) {
+            *slot = v;
+        }
+    }
+}
+
 impl Agents {
     /// A registry over the config file's agents and the store's registrations.
     pub fn new(
@@ -188,7 +224,15 @@ impl Agents {
         {
             return Ok(Some(Arc::clone(&entry.1)));
         }
-        let agent = Arc::new(self.build(id, &doc.body).await?);
+        let mut body = doc.body.clone();
+        if let Some(sealed) = &doc.sealed {
+            match self.sealer.open(id, sealed) {
+                Ok(Value::Object(secrets)) => merge_secrets(&mut body, secrets),
+                Ok(_) => {}
+                Err(e) => return Err(RegistryError::Internal(e.to_string())),
+            }
+        }
+        let agent = Arc::new(self.build(id, &body).await?);
         self.registered
             .insert(id.to_string(), (doc, Arc::clone(&agent)));
         Ok(Some(agent))
@@ -279,7 +323,15 @@ impl Agents {
             }
         };
         let name = obj.get("name").and_then(Value::as_str).unwrap_or("");
-        let doc = Doc::new(&id, name, stored);
+        let (public, secrets) = split_secrets(&stored);
+        let mut doc = Doc::new(&id, name, public);
+        if !secrets.is_empty() {
+            doc.sealed = Some(
+                self.sealer
+                    .seal(&id, &Value::Object(secrets))
+                    .map_err(|e| internal(&e))?,
+            );
+        }
         self.store
             .put_doc(DocKind::Agent, &doc)
             .await

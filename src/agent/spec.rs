@@ -443,6 +443,12 @@ pub async fn compile(
             ),
         )
     })?;
+    if kind == AgentKind::PlanExecuteReflect {
+        return Err(invalid(
+            "type",
+            "plan_execute_and_reflect is not supported yet; use conversational_v2 (or flow for fixed steps)",
+        ));
+    }
     let mut parameters = match b.get("parameters") {
         None => Map::new(),
         Some(Value::Object(m)) => m.clone(),

@@ -44,5 +44,18 @@ pub async fn agents(State(state): State<AppState>) -> Json<Value> {
         })
         .collect();
     list.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+    // Agents registered through the agent API, from their documents (not built to be listed).
+    match state.store.docs(crate::store::docs::DocKind::Agent).await {
+        Ok(docs) => list.extend(docs.into_iter().map(|d| {
+            json!({
+                "id": d.id,
+                "name": d.name,
+                "description": d.body.get("description").cloned().unwrap_or(json!("")),
+                "type": d.body.get("type").cloned().unwrap_or(Value::Null),
+                "endpoint": format!("/agents/{}/agui", d.id),
+            })
+        })),
+        Err(e) => tracing::warn!(error = %e, "listing registered agents failed"),
+    }
     Json(json!({ "agents": list }))
 }
