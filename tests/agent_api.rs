@@ -440,7 +440,11 @@ async fn connectors_fill_templates_filter_responses_and_sign_for_aws() {
 
 #[tokio::test]
 async fn a_legacy_agent_uses_its_model_connector_and_llm_interface() {
-    let up = FakeOpenAi::start(vec![Reply::Sse(text_chunks("Legacy answer."))]).await;
+    let up = FakeOpenAi::start(vec![
+        Reply::Sse(text_chunks("Legacy answer.")),
+        Reply::Sse(text_chunks("Overridden.")),
+    ])
+    .await;
     let gw = Gateway::start(MINIMAL).await;
     let (_, m) = post(
         &gw,
@@ -489,6 +493,18 @@ async fn a_legacy_agent_uses_its_model_connector_and_llm_interface() {
     assert_eq!(
         up.upstream.auth.lock().unwrap()[0],
         "authorization: Bearer sk-legacy-agent"
+    );
+    // Execution parameters override the registered ones.
+    let (status, out) = post(
+        &gw,
+        &format!("/_plugins/_ml/agents/{id}/_execute"),
+        json!({"parameters": {"question": "again?", "system_prompt": "Override prompt."}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(
+        up.requests()[1]["messages"][0]["content"],
+        "Override prompt."
     );
     // A model still used by an agent cannot be deleted.
     let (status, body) = call(
@@ -928,6 +944,8 @@ async fn every_malformed_request_is_a_400_naming_its_field() {
     )
     .await;
     assert_error(status, &resp, 400, "input[0].text");
+    let (status, resp) = call(&gw, "GET", "/_plugins/_ml/no/such/endpoint", None).await;
+    assert_error(status, &resp, 404, "");
     // Config-file agents are in the registry but not deletable through the API.
     let (status, resp) = call(&gw, "DELETE", "/_plugins/_ml/agents/cfg", None).await;
     assert_error(status, &resp, 409, "");

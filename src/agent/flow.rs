@@ -31,9 +31,10 @@ pub async fn run(
     cancel: CancellationToken,
     store: Option<Arc<dyn Store>>,
 ) -> Report {
+    let overrides = Overrides::of(input);
     let thread_store = store
         .filter(|_| agent.memory.store)
-        .map(|s| ThreadStore::new(s, &agent.id, &input.thread_id, agent.memory.clone()));
+        .map(|s| ThreadStore::new(s, &agent.id, &input.thread_id, agent.memory_for(&overrides)));
     let mut report = Report {
         stop_reason: "end_turn",
         ..Report::default()

@@ -69,6 +69,12 @@ pub struct Overrides {
     pub selected_tools: Option<Vec<String>>,
     /// The execution's parameters merged over the agent's.
     pub parameters: serde_json::Map<String, serde_json::Value>,
+    /// A system prompt replacing the agent's.
+    pub system_prompt: Option<String>,
+    /// A bound on model calls replacing the agent's (1 to 100).
+    pub max_iterations: Option<u32>,
+    /// The memory container to keep this run's thread in (agentic-memory agents).
+    pub memory_container_id: Option<String>,
 }
 
 impl Overrides {
@@ -93,7 +99,20 @@ impl Overrides {
             Value::String(s) => serde_json::from_str::<Vec<String>>(s).ok(),
             _ => None,
         });
+        let text = |k: &str| {
+            p.get(k)
+                .and_then(Value::as_str)
+                .filter(|s| !s.trim().is_empty())
+                .map(str::to_string)
+        };
         Self {
+            system_prompt: text("system_prompt"),
+            max_iterations: p
+                .get("max_iteration")
+                .and_then(number)
+                .filter(|n| (1..=100).contains(n))
+                .map(|n| n as u32),
+            memory_container_id: text("memory_container_id"),
             message_history_limit: p
                 .get("message_history_limit")
                 .and_then(number)
@@ -101,6 +120,19 @@ impl Overrides {
             selected_tools,
             parameters: p.clone(),
         }
+    }
+}
+
+impl Agent {
+    /// Its memory settings for a run with `overrides` (a container named per execution).
+    pub fn memory_for(&self, overrides: &Overrides) -> MemoryConfig {
+        let mut m = self.memory.clone();
+        if m.memory_container_id.is_some()
+            && let Some(c) = &overrides.memory_container_id
+        {
+            m.memory_container_id = Some(c.clone());
+        }
+        m
     }
 }
 

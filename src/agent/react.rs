@@ -61,7 +61,7 @@ pub async fn run(
     let overrides = Overrides::of(input);
     let thread_store = store
         .filter(|_| agent.memory.store)
-        .map(|s| ThreadStore::new(s, &agent.id, &input.thread_id, agent.memory.clone()));
+        .map(|s| ThreadStore::new(s, &agent.id, &input.thread_id, agent.memory_for(&overrides)));
     let mut run = Run {
         agent,
         input,
@@ -284,7 +284,12 @@ impl Run<'_> {
             return self.finish(Vec::new()).await;
         }
         let mut system = Vec::new();
-        system.extend(self.agent.system_prompt.clone());
+        system.extend(
+            self.overrides
+                .system_prompt
+                .clone()
+                .or_else(|| self.agent.system_prompt.clone()),
+        );
         system.extend(converted.conversation.system);
         system.extend(context_prompt(&input.context));
         let frontend: Vec<ToolSpec> = input
@@ -306,7 +311,11 @@ impl Run<'_> {
         }
         tools.extend(frontend.iter().cloned());
 
-        for _ in 0..self.agent.max_iterations {
+        let max_iterations = self
+            .overrides
+            .max_iterations
+            .unwrap_or(self.agent.max_iterations);
+        for _ in 0..max_iterations {
             let request = ModelRequest {
                 system: system.clone(),
                 messages: messages.clone(),
@@ -369,7 +378,7 @@ impl Run<'_> {
                     .await;
             }
         }
-        let limit = self.agent.max_iterations;
+        let limit = max_iterations;
         self.stop = "max_iterations";
         self.emitter
             .emit(Event::Custom {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
@@ -22,11 +22,12 @@ use crate::conversation::standard::{self, InputType};
 use crate::protocol::input::{self, RunAgentInput};
 use crate::store::docs::{Doc, DocKind};
 
-/// `?async=true`.
-#[derive(Debug, serde::Deserialize)]
-pub struct ExecQuery {
-    #[serde(rename = "async")]
-    run_async: Option<bool>,
+/// Whether the query string asks for `async=true` (anything else is synchronous).
+fn wants_async(query: Option<&str>) -> bool {
+    query.is_some_and(|q| {
+        url::form_urlencoded::parse(q.as_bytes())
+            .any(|(k, v)| k == "async" && v.eq_ignore_ascii_case("true"))
+    })
 }
 
 async fn agent(state: &AppState, id: &str) -> Result<Arc<Agent>, MlError> {
@@ -113,7 +114,19 @@ async fn prepare(state: &AppState, agent: &Agent, body: &Value) -> Result<Prepar
     if let Some(m) = &memory_id
         && agent.memory.store
     {
-        let ts = ThreadStore::new(Arc::clone(&state.store), &agent.id, m, agent.memory.clone());
+        let overrides = crate::agent::Overrides {
+            memory_container_id: params
+                .get("memory_container_id")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            ..Default::default()
+        };
+        let ts = ThreadStore::new(
+            Arc::clone(&state.store),
+            &agent.id,
+            m,
+            agent.memory_for(&overrides),
+        );
         if ts.load().await?.is_empty() {
             return Err(MlError::NotFound(format!(
                 "no memory {m:?} for agent {:?}; omit memory_id to start a new conversation",
@@ -285,13 +298,13 @@ fn respond(agent: &Agent, p: &Prepared, report: &Report) -> Result<Value, MlErro
 pub async fn execute(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    Query(query): Query<ExecQuery>,
+    RawQuery(query): RawQuery,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, MlError> {
     let body = json_body(body)?;
     let agent = agent(&state, &id).await?;
     let prepared = prepare(&state, &agent, &body).await?;
-    if query.run_async == Some(true) {
+    if wants_async(query.as_deref()) {
         return start_task(&state, agent, prepared).await;
     }
     let started = agui::start(&state, Arc::clone(&agent), prepared.input.clone()).await;

@@ -192,4 +192,10 @@ pub fn routes() -> Router<AppState> {
             post(execute::execute_stream),
         )
         .route("/_plugins/_ml/tasks/{id}", get(execute::get_task))
+        .route("/_plugins/_ml/{*rest}", axum::routing::any(unknown))
+}
+
+/// Any other path under the agent API: a 404 in the API's error shape.
+async fn unknown(uri: axum::http::Uri) -> MlError {
+    MlError::NotFound(format!("no agent API endpoint {}", uri.path()))
 }
