@@ -32,9 +32,7 @@ pub async fn run(
     store: Option<Arc<dyn Store>>,
 ) -> Report {
     let overrides = Overrides::of(input);
-    let thread_store = store
-        .filter(|_| agent.memory.store)
-        .map(|s| ThreadStore::new(s, &agent.id, &input.thread_id, agent.memory_for(&overrides)));
+    let thread_store = agent.thread_store(store, &input.thread_id, &overrides);
     let mut report = Report {
         stop_reason: "end_turn",
         ..Report::default()

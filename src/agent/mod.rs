@@ -124,6 +124,18 @@ impl Overrides {
 }
 
 impl Agent {
+    /// Where a run with `overrides` keeps thread `thread`, unless the agent keeps none.
+    pub fn thread_store(
+        &self,
+        store: Option<Arc<dyn crate::store::Store>>,
+        thread: &str,
+        overrides: &Overrides,
+    ) -> Option<history::ThreadStore> {
+        store
+            .filter(|_| self.memory.store)
+            .map(|s| history::ThreadStore::new(s, &self.id, thread, self.memory_for(overrides)))
+    }
+
     /// Its memory settings for a run with `overrides` (a container named per execution).
     pub fn memory_for(&self, overrides: &Overrides) -> MemoryConfig {
         let mut m = self.memory.clone();

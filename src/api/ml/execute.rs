@@ -13,7 +13,6 @@ use serde_json::{Map, Value, json};
 
 use super::{MlError, json_body};
 use crate::AppState;
-use crate::agent::history::ThreadStore;
 use crate::agent::react::new_id;
 use crate::agent::registry::new_doc_id;
 use crate::agent::{Agent, Report};
@@ -111,28 +110,21 @@ async fn prepare(state: &AppState, agent: &Agent, body: &Value) -> Result<Prepar
             ));
         }
     };
+    let overrides = crate::agent::Overrides {
+        memory_container_id: params
+            .get("memory_container_id")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        ..Default::default()
+    };
     if let Some(m) = &memory_id
-        && agent.memory.store
+        && let Some(ts) = agent.thread_store(Some(Arc::clone(&state.store)), m, &overrides)
+        && ts.load().await?.is_empty()
     {
-        let overrides = crate::agent::Overrides {
-            memory_container_id: params
-                .get("memory_container_id")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            ..Default::default()
-        };
-        let ts = ThreadStore::new(
-            Arc::clone(&state.store),
-            &agent.id,
-            m,
-            agent.memory_for(&overrides),
-        );
-        if ts.load().await?.is_empty() {
-            return Err(MlError::NotFound(format!(
-                "no memory {m:?} for agent {:?}; omit memory_id to start a new conversation",
-                agent.id
-            )));
-        }
+        return Err(MlError::NotFound(format!(
+            "no memory {m:?} for agent {:?}; omit memory_id to start a new conversation",
+            agent.id
+        )));
     }
     let thread = memory_id.clone().unwrap_or_else(new_doc_id);
     let interaction_id = messages

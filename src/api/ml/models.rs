@@ -71,17 +71,44 @@ pub async fn delete_connector(
         .filter(|m| m.body.get("connector_id").and_then(Value::as_str) == Some(id.as_str()))
         .map(|m| m.id)
         .collect();
+    delete_unused(&state, DocKind::Connector, &id, &users, "model").await
+}
+
+/// Deletes a document nothing uses any more (`users` name what still does, as `user_noun`s).
+async fn delete_unused(
+    state: &AppState,
+    kind: DocKind,
+    id: &str,
+    users: &[String],
+    user_noun: &str,
+) -> Result<Json<Value>, MlError> {
+    let (noun, index) = match kind {
+        DocKind::Connector => ("connector", CONNECTOR_INDEX),
+        _ => ("model", MODEL_INDEX),
+    };
     if !users.is_empty() {
         return Err(MlError::Conflict(format!(
-            "{} model(s) still use connector {id:?}: {users:?}; delete them first",
+            "{} {user_noun}(s) still use {noun} {id:?}: {users:?}; delete them first",
             users.len()
         )));
     }
-    if state.store.delete_doc(DocKind::Connector, &id).await? {
-        Ok(Json(deleted(CONNECTOR_INDEX, &id)))
+    if state.store.delete_doc(kind, id).await? {
+        Ok(Json(deleted(index, id)))
     } else {
-        Err(MlError::NotFound(format!("no connector {id:?}")))
+        Err(MlError::NotFound(format!("no {noun} {id:?}")))
     }
+}
+
+/// A `_search` over every document of `kind`.
+async fn search_kind(
+    state: &AppState,
+    kind: DocKind,
+    index: &str,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, MlError> {
+    let body = json_body(body)?;
+    let docs = state.store.docs(kind).await?;
+    Ok(Json(search(index, &body, docs)?))
 }
 
 /// `POST /_plugins/_ml/connectors/_search`.
@@ -89,9 +116,7 @@ pub async fn search_connectors(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, MlError> {
-    let body = json_body(body)?;
-    let docs = state.store.docs(DocKind::Connector).await?;
-    Ok(Json(search(CONNECTOR_INDEX, &body, docs)?))
+    search_kind(&state, DocKind::Connector, CONNECTOR_INDEX, body).await
 }
 
 /// `POST /_plugins/_ml/models/_register`: a remote model over a `connector_id` or an inline
@@ -199,17 +224,7 @@ pub async fn delete_model(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, MlError> {
     let users = agents_using(&state, &id).await?;
-    if !users.is_empty() {
-        return Err(MlError::Conflict(format!(
-            "{} agent(s) still use model {id:?}: {users:?}; delete them first",
-            users.len()
-        )));
-    }
-    if state.store.delete_doc(DocKind::Model, &id).await? {
-        Ok(Json(deleted(MODEL_INDEX, &id)))
-    } else {
-        Err(MlError::NotFound(format!("no model {id:?}")))
-    }
+    delete_unused(&state, DocKind::Model, &id, &users, "agent").await
 }
 
 /// `POST /_plugins/_ml/models/_search`.
@@ -217,9 +232,7 @@ pub async fn search_models(
     State(state): State<AppState>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, MlError> {
-    let body = json_body(body)?;
-    let docs = state.store.docs(DocKind::Model).await?;
-    Ok(Json(search(MODEL_INDEX, &body, docs)?))
+    search_kind(&state, DocKind::Model, MODEL_INDEX, body).await
 }
 
 /// `POST /_plugins/_ml/models/{id}/_deploy` and `_undeploy`: remote models are always ready.
