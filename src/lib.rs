@@ -114,6 +114,9 @@ impl AppState {
         let sealer = match &config.master_key {
             config::MasterKey::Env(k) => store::sealed::Sealer::from_base64(k.expose()),
             config::MasterKey::File(p) => store::sealed::Sealer::from_file_or_generate(p),
+            config::MasterKey::InDataDir => {
+                store::sealed::Sealer::from_file_or_generate(&config.data_dir.join("master.key"))
+            }
         }
         .map_err(|e| anyhow::anyhow!("{e}"))?;
         let search = Arc::clone(&shared.search);

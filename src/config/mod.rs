@@ -95,6 +95,9 @@ pub enum MasterKey {
     Env(Secret),
     /// A key file, generated on first start when missing.
     File(PathBuf),
+    /// `master.key` in the data directory (as it is when the server starts), generated on
+    /// first start when missing.
+    InDataDir,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -421,11 +424,11 @@ impl Config {
             .unwrap_or_else(|| "AGUI_MASTER_KEY".into());
         let master_key = match env(&key_env).filter(|v| !v.is_empty()) {
             Some(v) => MasterKey::Env(Secret::new(v)),
-            None => MasterKey::File(match raw.secrets.key_file.clone() {
-                Some(p) if p.is_relative() => dir.map(|d| d.join(&p)).unwrap_or(p),
-                Some(p) => p,
-                None => data_dir.join("master.key"),
-            }),
+            None => match raw.secrets.key_file.clone() {
+                Some(p) if p.is_relative() => MasterKey::File(dir.map(|d| d.join(&p)).unwrap_or(p)),
+                Some(p) => MasterKey::File(p),
+                None => MasterKey::InDataDir,
+            },
         };
         let d = ServerSettings::default();
         let s = raw.server;

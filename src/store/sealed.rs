@@ -62,7 +62,8 @@ impl Sealer {
     /// The key in `path`, generating it (readable by the owner only) when the file is missing.
     pub fn from_file_or_generate(path: &Path) -> Result<Self, SealError> {
         match std::fs::read_to_string(path) {
-            Ok(text) => Self::from_base64(&text),
+            Ok(text) if text.trim().len() >= 44 => Self::from_base64(&text),
+            Ok(_) => Self::from_base64(&read_whole(path)?),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let mut key = [0u8; 32];
                 SystemRandom::new()
@@ -72,10 +73,17 @@ impl Sealer {
                     std::fs::create_dir_all(dir)
                         .map_err(|e| SealError::Key(format!("{}: {e}", dir.display())))?;
                 }
-                write_private(path, STANDARD.encode(key).as_bytes())
-                    .map_err(|e| SealError::Key(format!("{}: {e}", path.display())))?;
-                tracing::info!(path = %path.display(), "generated a new master key for stored credentials");
-                Self::new(&key)
+                match write_private(path, STANDARD.encode(key).as_bytes()) {
+                    Ok(()) => {
+                        tracing::info!(path = %path.display(), "generated a new master key for stored credentials");
+                        Self::new(&key)
+                    }
+                    // Another process generated it first: use theirs.
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                        Self::from_base64(&read_whole(path)?)
+                    }
+                    Err(e) => Err(SealError::Key(format!("{}: {e}", path.display()))),
+                }
             }
             Err(e) => Err(SealError::Key(format!("{}: {e}", path.display()))),
         }
@@ -115,6 +123,23 @@ impl Sealer {
             .map_err(|_| SealError::Open)?;
         serde_json::from_slice(plain).map_err(|_| SealError::Open)
     }
+}
+
+/// Reads a key file another process may still be writing (it writes 44 bytes at once, so a
+/// short read only happens in that instant).
+fn read_whole(path: &Path) -> Result<String, SealError> {
+    for _ in 0..50 {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| SealError::Key(format!("{}: {e}", path.display())))?;
+        if text.trim().len() >= 44 {
+            return Ok(text);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Err(SealError::Key(format!(
+        "{}: incomplete key file",
+        path.display()
+    )))
 }
 
 #[cfg(unix)]
@@ -169,6 +194,23 @@ mod tests {
         let sealed = a.seal("x", &json!("s3cret")).unwrap();
         let b = Sealer::from_file_or_generate(&path).unwrap();
         assert_eq!(b.open("x", &sealed).unwrap(), json!("s3cret"));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn processes_starting_together_agree_on_one_key() {
+        let dir = std::env::temp_dir().join(format!("agui-key-{}", uuid::Uuid::new_v4().simple()));
+        let path = dir.join("master.key");
+        let sealers: Vec<Sealer> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| Sealer::from_file_or_generate(&path).unwrap()))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let sealed = sealers[0].seal("x", &json!(1)).unwrap();
+        for s in &sealers {
+            assert_eq!(s.open("x", &sealed).unwrap(), json!(1));
+        }
         let _ = std::fs::remove_dir_all(dir);
     }
 }
