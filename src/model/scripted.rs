@@ -13,7 +13,9 @@
 //! ```
 //! `when` keys (all must hold): `user_contains` (string or list, any, case-insensitive; the last
 //! turn must be the user's own words), `after_tool` (the last turn holds results of this tool,
-//! `"*"` for any), `tool_available` (the request offers this tool). Placeholders in reply strings:
+//! `"*"` for any), `after_tool_times` (with `after_tool`: its results since the user's last words
+//! number exactly this; steps a multi-call script), `tool_available` (the request offers this
+//! tool), `user_has_image` (the user's last words came with an image). Placeholders in reply strings:
 //! `{user_text}`, `{last_word}`, `{after:WORD}`, `{tool_result}`, `{tool_name}`.
 
 use std::time::Duration;
@@ -68,9 +70,15 @@ pub struct When {
     /// The last turn holds results of this tool (`*`: any tool).
     #[serde(default)]
     pub after_tool: Option<String>,
+    /// With `after_tool`: how many of its results came since the user's last words.
+    #[serde(default)]
+    pub after_tool_times: Option<usize>,
     /// The request offers this tool.
     #[serde(default)]
     pub tool_available: Option<String>,
+    /// Whether the user's last words came with an image.
+    #[serde(default)]
+    pub user_has_image: Option<bool>,
 }
 
 /// A string or a list of strings.
@@ -140,6 +148,10 @@ impl Fixture {
 /// The view of the conversation rules match against.
 struct Turn<'a> {
     user_text: String,
+    /// Whether the user's last words came with an image.
+    user_image: bool,
+    /// Results per tool name since the user's last words.
+    result_counts: Vec<(String, usize)>,
     /// Tool names and result texts of the last turn, when it is a tool-result turn.
     results: Vec<(String, String)>,
     offered: Vec<&'a str>,
@@ -147,14 +159,40 @@ struct Turn<'a> {
 
 fn last_turn(req: &ModelRequest) -> Turn<'_> {
     let offered = req.tools.iter().map(|t| t.name.as_str()).collect();
-    let user_text = req
-        .messages
-        .iter()
-        .rev()
-        .filter(|m| m.role == Role::User)
-        .map(Message::text)
-        .find(|t| !t.is_empty())
-        .unwrap_or_default();
+    let words_at = req.messages.iter().rposition(|m| {
+        m.role == Role::User
+            && m.content
+                .iter()
+                .any(|b| !matches!(b, ContentBlock::ToolResult { .. }))
+    });
+    let words = words_at.map(|i| &req.messages[i]);
+    let user_text = words.map(Message::text).unwrap_or_default();
+    let user_image = words.is_some_and(|m| {
+        m.content
+            .iter()
+            .any(|b| matches!(b, ContentBlock::Media(m) if m.kind == crate::conversation::MediaKind::Image))
+    });
+    let since = words_at.map_or(0, |i| i + 1);
+    let mut call_names: Vec<(&str, &str)> = Vec::new();
+    let mut result_counts: Vec<(String, usize)> = Vec::new();
+    for m in &req.messages[since.min(req.messages.len())..] {
+        for b in &m.content {
+            match b {
+                ContentBlock::ToolUse { id, name, .. } => call_names.push((id, name)),
+                ContentBlock::ToolResult { tool_use_id, .. } => {
+                    let name = call_names
+                        .iter()
+                        .find(|(id, _)| id == tool_use_id)
+                        .map_or("", |(_, n)| n);
+                    match result_counts.iter_mut().find(|(n, _)| n == name) {
+                        Some((_, c)) => *c += 1,
+                        None => result_counts.push((name.to_string(), 1)),
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
     let mut results = Vec::new();
     if let Some(last) = req.messages.last().filter(|m| m.role == Role::User) {
         let names: Vec<(String, String)> = req
@@ -184,6 +222,8 @@ fn last_turn(req: &ModelRequest) -> Turn<'_> {
     }
     Turn {
         user_text,
+        user_image,
+        result_counts,
         results,
         offered,
     }
@@ -196,12 +236,28 @@ impl When {
         {
             return false;
         }
+        if let Some(want) = self.user_has_image
+            && want != turn.user_image
+        {
+            return false;
+        }
         match &self.after_tool {
             Some(tool) => {
                 if turn.results.is_empty()
                     || !(tool == "*" || turn.results.iter().any(|(n, _)| n == tool))
                 {
                     return false;
+                }
+                if let Some(times) = self.after_tool_times {
+                    let seen = turn
+                        .result_counts
+                        .iter()
+                        .filter(|(n, _)| tool == "*" || n == tool)
+                        .map(|(_, c)| c)
+                        .sum::<usize>();
+                    if seen != times {
+                        return false;
+                    }
                 }
             }
             None => {
@@ -468,6 +524,78 @@ mod tests {
         assert_eq!(ev[2], ModelEvent::TextDelta("Hell".into()));
         assert_eq!(text_of(&ev), "Hello there");
         assert!(matches!(ev.last(), Some(ModelEvent::Usage(u)) if u.output_tokens > 0));
+    }
+
+    #[test]
+    fn rules_count_tool_rounds_since_the_user_spoke_and_see_images() {
+        let p = ScriptedProvider::new(
+            Fixture::parse(
+                r#"{"rules": [
+                  {"when": {"after_tool": "step", "after_tool_times": 2}, "reply": {"text": "two"}},
+                  {"when": {"after_tool": "step", "after_tool_times": 1}, "reply": {"text": "one"}},
+                  {"when": {"user_has_image": true}, "reply": {"text": "an image"}}],
+                  "default": {"text": "words"}}"#,
+            )
+            .unwrap(),
+            "s",
+        );
+        let round = |id: &str| {
+            [
+                Message {
+                    role: Role::Assistant,
+                    content: vec![ContentBlock::ToolUse {
+                        id: id.into(),
+                        name: "step".into(),
+                        input: Value::Null,
+                        signature: None,
+                    }],
+                },
+                Message {
+                    role: Role::User,
+                    content: vec![ContentBlock::ToolResult {
+                        tool_use_id: id.into(),
+                        content: vec![ToolResultBlock::Text { text: "ok".into() }],
+                        is_error: false,
+                    }],
+                },
+            ]
+        };
+        let mut messages = vec![Message::user_text("go")];
+        messages.extend(round("a"));
+        let answer = |m: &[Message]| {
+            text_of(
+                &p.script(&ModelRequest {
+                    messages: m.to_vec(),
+                    ..Default::default()
+                })
+                .unwrap(),
+            )
+        };
+        assert_eq!(answer(&messages), "one");
+        messages.extend(round("b"));
+        assert_eq!(answer(&messages), "two");
+        // A new user turn starts the count again.
+        messages.push(Message::user_text("again"));
+        messages.extend(round("c"));
+        assert_eq!(answer(&messages), "one");
+        let image = Message {
+            role: Role::User,
+            content: vec![
+                ContentBlock::Text {
+                    text: "look".into(),
+                },
+                ContentBlock::Media(crate::conversation::Media {
+                    kind: crate::conversation::MediaKind::Image,
+                    mime_type: Some("image/png".into()),
+                    source: crate::conversation::MediaSource::Base64 {
+                        data: "AAAA".into(),
+                    },
+                    filename: None,
+                }),
+            ],
+        };
+        assert_eq!(answer(&[image]), "an image");
+        assert_eq!(answer(&[Message::user_text("plain")]), "words");
     }
 
     #[test]
