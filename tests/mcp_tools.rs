@@ -352,6 +352,7 @@ async fn one_session_serves_many_concurrent_calls() {
                     run_id: format!("r{i}"),
                     tool_call_id: format!("c{i}"),
                     cancel: CancellationToken::new(),
+                    state: Default::default(),
                 };
                 add.tool.call(json!({"a": i, "b": 0.5}), ctx).await
             }

@@ -254,6 +254,7 @@ async fn drive(
             run_id: input.run_id.clone(),
             tool_call_id: call_id.clone(),
             cancel: cancel.clone(),
+            state: Arc::new(input.state.clone().unwrap_or_default()),
         };
         let out = tokio::select! {
             biased;

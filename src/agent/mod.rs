@@ -22,7 +22,7 @@ use crate::model::media::MediaPolicy;
 use crate::model::openai::{OpenAiProvider, OpenAiSettings};
 use crate::model::scripted::ScriptedProvider;
 use crate::model::{InferenceParams, Provider};
-use crate::tools::builtin::{Calculator, Publish};
+use crate::tools::builtin::{Calculator, Publish, StateTool};
 use crate::tools::http::HttpTool;
 use crate::tools::model_tool::ModelTool;
 use crate::tools::search::SearchService;
@@ -189,6 +189,8 @@ pub struct Agent {
     pub flow: Vec<FlowStep>,
     /// The gateway id of its registered model, when it has one (usage reports name it).
     pub model_ref: Option<String>,
+    /// Tools whose streaming arguments clients show as state.
+    pub predict_state: Vec<crate::config::PredictState>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -226,6 +228,17 @@ impl Agent {
                     *method,
                     headers.clone(),
                     options.timeout,
+                )),
+                ToolKind::State {
+                    name,
+                    description,
+                    state_key,
+                    schema,
+                } => Arc::new(StateTool::new(
+                    name,
+                    description.clone(),
+                    state_key.clone(),
+                    schema.clone(),
                 )),
                 ToolKind::Builtin { name, kind } => match kind.as_str() {
                     "calculator" => Arc::new(Calculator::new(name)),
@@ -285,6 +298,7 @@ impl Agent {
             parameters: cfg.parameters.clone(),
             flow: cfg.flow.clone(),
             model_ref: None,
+            predict_state: cfg.predict_state.clone(),
         })
     }
 }

@@ -23,7 +23,8 @@ use crate::protocol::input::RunAgentInput;
 use crate::protocol::verify::Violation;
 use crate::runs::{EmitError, Emitter};
 use crate::store::{Store, StoreError};
-use crate::tools::{ToolContext, ToolOutput};
+use crate::tools::builtin::apply_ops;
+use crate::tools::{StateUpdate, ToolContext, ToolOutput};
 
 /// Why a run stopped early.
 #[derive(Debug)]
@@ -71,6 +72,10 @@ pub async fn run(
         saved: false,
         stop: "end_turn",
         overrides,
+        state: Arc::new(match &input.state {
+            Some(v @ Value::Object(_)) => v.clone(),
+            _ => json!({}),
+        }),
     };
     let outcome = run.drive().await;
     // Persist what the run produced before anything else can fail: a failed run keeps the
@@ -162,6 +167,8 @@ struct Run<'a> {
     stop: &'static str,
     /// What the execution's parameters change for this run.
     overrides: Overrides,
+    /// The shared application state, as the client sent it and tools changed it since.
+    state: Arc<Value>,
 }
 
 /// One tool call of a model turn.
@@ -314,8 +321,10 @@ impl Run<'_> {
             .max_iterations
             .unwrap_or(self.agent.max_iterations);
         for _ in 0..max_iterations {
+            let mut system = system.clone();
+            system.extend(state_prompt(&self.state));
             let request = ModelRequest {
-                system: system.clone(),
+                system,
                 messages: messages.clone(),
                 tools: tools.clone(),
                 params: self.agent.params.clone(),
@@ -425,11 +434,35 @@ impl Run<'_> {
             run_id: self.input.run_id.clone(),
             tool_call_id: tool_call_id.to_string(),
             cancel: self.cancel.clone(),
+            state: Arc::clone(&self.state),
         }
     }
 
-    /// Streams a backend call's result as a new `tool` message.
-    async fn emit_result(&mut self, tool_call_id: &str, out: &ToolOutput) -> Result<(), Halt> {
+    /// Applies a call's change to the shared state (`STATE_SNAPSHOT` / `STATE_DELTA`), then
+    /// streams its result as a new `tool` message. A change that no longer applies (another
+    /// call changed the state first) turns the result into an error the model can act on.
+    async fn emit_result(
+        &mut self,
+        tool_call_id: &str,
+        out: ToolOutput,
+    ) -> Result<ToolOutput, Halt> {
+        let mut out = out;
+        match out.state.take() {
+            None => {}
+            Some(StateUpdate::Snapshot(next)) => {
+                self.state = Arc::new(next.clone());
+                self.emitter
+                    .emit(Event::StateSnapshot { snapshot: next })
+                    .await?;
+            }
+            Some(StateUpdate::Delta(ops)) => match apply_ops(&self.state, &ops) {
+                Ok(next) => {
+                    self.state = Arc::new(next);
+                    self.emitter.emit(Event::StateDelta { delta: ops }).await?;
+                }
+                Err(e) => out = ToolOutput::error(e),
+            },
+        }
         self.emitter
             .emit(Event::ToolCallResult {
                 message_id: new_id("msg"),
@@ -438,7 +471,7 @@ impl Run<'_> {
                 role: Some("tool".into()),
             })
             .await?;
-        Ok(())
+        Ok(out)
     }
 
     /// Runs (or refuses) the calls people decided about, streaming each result under the
@@ -462,7 +495,7 @@ impl Run<'_> {
             } else {
                 ToolOutput::error(approvals::DENIED)
             };
-            self.emit_result(&d.call_id, &out).await?;
+            let out = self.emit_result(&d.call_id, out).await?;
             approvals::set_result(messages, &d.call_id, &out);
         }
         Ok(())
@@ -637,6 +670,22 @@ impl Run<'_> {
                             .await?;
                     }
                     let wire_id = self.assign_call_id(&id);
+                    let predictions: Vec<Value> = self
+                        .agent
+                        .predict_state
+                        .iter()
+                        .filter(|p| p.tool == name)
+                        .map(|p| json!({"state_key": p.state_key, "tool": p.tool, "tool_argument": p.tool_argument}))
+                        .collect();
+                    if !predictions.is_empty() {
+                        // Tells the client to show the call's streaming arguments as state.
+                        self.emitter
+                            .emit(Event::Custom {
+                                name: "PredictState".into(),
+                                value: Value::Array(predictions),
+                            })
+                            .await?;
+                    }
                     self.emitter
                         .emit(Event::ToolCallStart {
                             tool_call_id: wire_id.clone(),
@@ -846,7 +895,7 @@ impl Run<'_> {
             if out.is_error {
                 tracing::info!(tool = %calls[i].name, "backend tool returned an error result");
             }
-            self.emit_result(&calls[i].id, &out).await?;
+            let out = self.emit_result(&calls[i].id, out).await?;
             outputs[i] = Some(out);
         }
         Ok(calls
@@ -861,6 +910,16 @@ impl Run<'_> {
                 }
             })
             .collect())
+    }
+}
+
+/// The shared state as the model sees it, when there is any.
+fn state_prompt(state: &Value) -> Option<String> {
+    match state {
+        Value::Object(o) if !o.is_empty() => Some(format!(
+            "The application's shared state (JSON; the user sees it and may edit it; change it only through your state tools):\n{state}"
+        )),
+        _ => None,
     }
 }
 

@@ -553,6 +553,7 @@ pub async fn compile(
             kind,
             parameters,
             flow,
+            predict_state: Vec::new(),
         },
         model_id: model_ref,
     })

@@ -152,6 +152,18 @@ struct AgentFile {
     tools: Vec<toml::Table>,
     #[serde(default)]
     memory: MemoryFile,
+    #[serde(default)]
+    predict_state: Vec<PredictStateFile>,
+}
+
+/// A tool whose streaming arguments the client shows as state (`CUSTOM PredictState`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PredictStateFile {
+    tool: String,
+    state_key: String,
+    #[serde(default)]
+    tool_argument: Option<String>,
 }
 
 /// How an agent keeps its threads.
@@ -241,6 +253,20 @@ pub struct AgentConfig {
     pub parameters: serde_json::Map<String, serde_json::Value>,
     /// The steps of a flow agent, in order.
     pub flow: Vec<FlowStep>,
+    /// Tools whose streaming arguments clients show as state.
+    pub predict_state: Vec<PredictState>,
+}
+
+/// One `PredictState` entry: while `tool`'s arguments stream, the client shows
+/// `tool_argument` as the state's `state_key`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PredictState {
+    /// The tool (backend or frontend).
+    pub tool: String,
+    /// The state key it fills.
+    pub state_key: String,
+    /// The argument that holds the value.
+    pub tool_argument: String,
 }
 
 /// The agent types of the agent API (config-file agents are `ag_ui`).
@@ -551,6 +577,15 @@ impl Config {
                 kind: AgentKind::AgUi,
                 parameters: serde_json::Map::new(),
                 flow: Vec::new(),
+                predict_state: a
+                    .predict_state
+                    .into_iter()
+                    .map(|p| PredictState {
+                        tool_argument: p.tool_argument.unwrap_or_else(|| p.state_key.clone()),
+                        tool: p.tool,
+                        state_key: p.state_key,
+                    })
+                    .collect(),
             });
         }
         let store_url = match (raw.store.url, raw.store.url_env) {

@@ -31,6 +31,12 @@ struct BuiltinFile {
     name: String,
     #[serde(default)]
     kind: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    state_key: Option<String>,
+    #[serde(default)]
+    schema: Option<Value>,
 }
 
 /// What every tool entry may set besides its own keys.
@@ -89,6 +95,17 @@ pub enum ToolKind {
     OpenApi(crate::tools::openapi::OpenApiConfig),
     /// Knowledge-base search tools.
     Search(crate::tools::search::SearchConfig),
+    /// A tool that changes the run's shared state.
+    State {
+        /// The name the model sees.
+        name: String,
+        /// What it is for (a default explains the arguments).
+        description: Option<String>,
+        /// Confine it to this top-level key.
+        state_key: Option<String>,
+        /// JSON Schema of the key's value.
+        schema: Option<Value>,
+    },
     /// A model called with a templated prompt (ml-commons' `MLModelTool`).
     Model {
         /// Name, description, schema.
@@ -107,14 +124,14 @@ impl ToolConfig {
     pub fn name(&self) -> Option<&str> {
         match &self.kind {
             ToolKind::Http { spec, .. } => Some(&spec.name),
-            ToolKind::Builtin { name, .. } => Some(name),
+            ToolKind::Builtin { name, .. } | ToolKind::State { name, .. } => Some(name),
             ToolKind::Model { spec, .. } => Some(&spec.name),
             _ => None,
         }
     }
 }
 
-pub(super) const BUILTINS: &[&str] = &["calculator", "publish"];
+pub(super) const BUILTINS: &[&str] = &["calculator", "publish", "state"];
 
 /// Reads a table into `T`, naming the key of any problem.
 pub fn from_table<T: serde::de::DeserializeOwned>(
@@ -182,8 +199,21 @@ pub(super) fn resolve_tool(
     let kind = match kind.as_str() {
         "http" => resolve_http(from_table(t)?, env)?,
         "builtin" => {
-            let BuiltinFile { name, kind } = from_table(t)?;
+            let BuiltinFile {
+                name,
+                kind,
+                description,
+                state_key,
+                schema,
+            } = from_table(t)?;
             let kind = kind.unwrap_or_else(|| name.clone());
+            if kind != "state" && (state_key.is_some() || schema.is_some() || description.is_some())
+            {
+                return Err((
+                    "state_key".into(),
+                    "description, state_key and schema belong to kind = \"state\" tools".into(),
+                ));
+            }
             if !BUILTINS.contains(&kind.as_str()) {
                 return Err((
                     "kind".into(),
@@ -196,7 +226,22 @@ pub(super) fn resolve_tool(
                     format!("{name:?} must be 1-64 letters, digits, '-' or '_'"),
                 ));
             }
-            ToolKind::Builtin { name, kind }
+            if kind == "state" {
+                if state_key.as_deref().is_some_and(str::is_empty) {
+                    return Err(("state_key".into(), "must not be empty".into()));
+                }
+                if schema.as_ref().is_some_and(|s| !s.is_object()) {
+                    return Err(("schema".into(), "must be a JSON Schema object".into()));
+                }
+                ToolKind::State {
+                    name,
+                    description,
+                    state_key,
+                    schema,
+                }
+            } else {
+                ToolKind::Builtin { name, kind }
+            }
         }
         "mcp" => ToolKind::Mcp(crate::tools::mcp::parse(t, env, dir)?),
         "openapi" => ToolKind::OpenApi(crate::tools::openapi::parse(t, env, dir)?),

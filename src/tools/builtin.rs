@@ -3,7 +3,7 @@
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use super::{Tool, ToolContext, ToolOutput};
+use super::{StateUpdate, Tool, ToolContext, ToolOutput};
 use crate::conversation::ToolSpec;
 
 /// Evaluates arithmetic: `+ - * / % ^`, parentheses, unary minus, decimals.
@@ -212,5 +212,203 @@ mod tests {
         assert!(evaluate(&"(".repeat(900)).is_err());
         assert_eq!(format_number(42.0), "42");
         assert_eq!(format_number(0.5), "0.5");
+    }
+}
+
+/// Changes the run's shared state (the application state AG-UI clients send as `state`):
+/// with a `state_key`, its argument of that name replaces that key; otherwise `set` merges
+/// top-level keys (sent as `STATE_SNAPSHOT`) and `ops` applies RFC 6902 operations (sent as
+/// `STATE_DELTA`). The result tells the model the state it produced.
+pub struct StateTool {
+    spec: ToolSpec,
+    key: Option<String>,
+}
+
+/// Escapes a key for a JSON Pointer (RFC 6901).
+fn pointer_segment(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+impl StateTool {
+    /// A state tool named `name`; `key` confines it to one top-level key whose value follows
+    /// `schema`.
+    pub fn new(
+        name: &str,
+        description: Option<String>,
+        key: Option<String>,
+        schema: Option<Value>,
+    ) -> Self {
+        let (default_description, input_schema) = match &key {
+            Some(k) => (
+                format!("Set the shared application state's {k:?}."),
+                json!({
+                    "type": "object",
+                    "properties": { k.clone(): schema.unwrap_or_else(|| json!({})) },
+                    "required": [k],
+                }),
+            ),
+            None => (
+                "Change the shared application state. Give `set` (top-level keys to replace) or `ops` (JSON Patch operations, e.g. {\"op\":\"replace\",\"path\":\"/steps/0/status\",\"value\":\"done\"}).".to_string(),
+                json!({
+                    "type": "object",
+                    "properties": {
+                        "set": { "type": "object", "description": "Top-level keys and their new values" },
+                        "ops": {
+                            "type": "array",
+                            "description": "RFC 6902 JSON Patch operations",
+                            "items": {
+                                "type": "object",
+                                "properties": {
+                                    "op": { "type": "string", "enum": ["add", "remove", "replace", "move", "copy", "test"] },
+                                    "path": { "type": "string" },
+                                    "from": { "type": "string" },
+                                    "value": {}
+                                },
+                                "required": ["op", "path"]
+                            }
+                        }
+                    }
+                }),
+            ),
+        };
+        Self {
+            spec: ToolSpec {
+                name: name.to_string(),
+                description: description.unwrap_or(default_description),
+                input_schema,
+            },
+            key,
+        }
+    }
+
+    fn change(&self, args: &Value, state: &Value) -> Result<(Value, StateUpdate), String> {
+        let current = match state {
+            Value::Object(_) => state.clone(),
+            _ => json!({}),
+        };
+        if let Some(k) = &self.key {
+            let value = args
+                .get(k)
+                .cloned()
+                .ok_or_else(|| format!("Missing argument {k:?}."))?;
+            let ops = vec![
+                json!({"op": "add", "path": format!("/{}", pointer_segment(k)), "value": value}),
+            ];
+            let next = apply_ops(&current, &ops)?;
+            return Ok((next, StateUpdate::Delta(ops)));
+        }
+        match (args.get("set"), args.get("ops")) {
+            (Some(Value::Object(set)), None) => {
+                let mut next = current;
+                if let Value::Object(o) = &mut next {
+                    o.extend(set.clone());
+                }
+                Ok((next.clone(), StateUpdate::Snapshot(next)))
+            }
+            (None, Some(Value::Array(ops))) => {
+                let next = apply_ops(&current, ops)?;
+                Ok((next, StateUpdate::Delta(ops.clone())))
+            }
+            _ => Err("Give either `set` (an object of top-level keys) or `ops` (a JSON Patch array), not both.".into()),
+        }
+    }
+}
+
+/// `state` after `ops`, or why they do not apply.
+pub fn apply_ops(state: &Value, ops: &[Value]) -> Result<Value, String> {
+    let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops.to_vec()))
+        .map_err(|e| format!("Invalid JSON Patch: {e}"))?;
+    let mut next = state.clone();
+    json_patch::patch(&mut next, &patch)
+        .map_err(|e| format!("The change does not apply to the current state: {e}"))?;
+    Ok(next)
+}
+
+impl Tool for StateTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call(&self, args: Value, ctx: ToolContext) -> BoxFuture<'_, ToolOutput> {
+        Box::pin(async move {
+            match self.change(&args, &ctx.state) {
+                Ok((next, update)) => {
+                    let mut out =
+                        ToolOutput::ok(format!("State updated. The state is now: {next}"));
+                    out.state = Some(update);
+                    out
+                }
+                Err(e) => ToolOutput::error(e),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod state_tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn ctx(state: Value) -> ToolContext {
+        ToolContext {
+            thread_id: "t".into(),
+            run_id: "r".into(),
+            tool_call_id: "c".into(),
+            cancel: tokio_util::sync::CancellationToken::new(),
+            state: Arc::new(state),
+        }
+    }
+
+    #[tokio::test]
+    async fn state_tools_set_patch_and_refuse_what_does_not_apply() {
+        let generic = StateTool::new("update_state", None, None, None);
+        let out = generic
+            .call(
+                json!({"set": {"steps": [{"status": "pending"}]}}),
+                ctx(json!({"recipe": {"title": "soup"}})),
+            )
+            .await;
+        assert_eq!(
+            out.state,
+            Some(StateUpdate::Snapshot(
+                json!({"recipe": {"title": "soup"}, "steps": [{"status": "pending"}]})
+            ))
+        );
+        let ops = json!([{"op": "replace", "path": "/steps/0/status", "value": "done"}]);
+        let out = generic
+            .call(
+                json!({"ops": ops}),
+                ctx(json!({"steps": [{"status": "pending"}]})),
+            )
+            .await;
+        assert!(
+            !out.is_error && out.text.contains("\"done\""),
+            "{}",
+            out.text
+        );
+        assert_eq!(
+            out.state,
+            Some(StateUpdate::Delta(ops.as_array().unwrap().clone()))
+        );
+        let out = generic
+            .call(
+                json!({"ops": [{"op": "replace", "path": "/nope/0", "value": 1}]}),
+                ctx(json!({})),
+            )
+            .await;
+        assert!(out.is_error && out.state.is_none());
+        assert!(generic.call(json!({}), ctx(json!({}))).await.is_error);
+
+        let keyed = StateTool::new("write_document", None, Some("doc/x".into()), None);
+        let out = keyed
+            .call(json!({"doc/x": "Hello"}), ctx(Value::Null))
+            .await;
+        assert_eq!(
+            out.state,
+            Some(StateUpdate::Delta(vec![
+                json!({"op": "add", "path": "/doc~1x", "value": "Hello"})
+            ]))
+        );
     }
 }

@@ -29,6 +29,17 @@ pub struct ToolOutput {
     pub is_error: bool,
     /// Structured content, when the tool returned some (MCP `structuredContent`).
     pub structured: Option<Value>,
+    /// A change to the run's shared state (`STATE_SNAPSHOT` / `STATE_DELTA`).
+    pub state: Option<StateUpdate>,
+}
+
+/// A change a tool makes to the run's shared state.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StateUpdate {
+    /// The whole new state (sent as `STATE_SNAPSHOT`).
+    Snapshot(Value),
+    /// RFC 6902 operations (sent as `STATE_DELTA`).
+    Delta(Vec<Value>),
 }
 
 impl ToolOutput {
@@ -38,6 +49,7 @@ impl ToolOutput {
             text: text.into(),
             is_error: false,
             structured: None,
+            state: None,
         }
     }
 
@@ -47,6 +59,7 @@ impl ToolOutput {
             text: text.into(),
             is_error: true,
             structured: None,
+            state: None,
         }
     }
 }
@@ -62,6 +75,8 @@ pub struct ToolContext {
     pub tool_call_id: String,
     /// Cancelled when the run is.
     pub cancel: CancellationToken,
+    /// The run's shared state when the call started (`Null` when there is none).
+    pub state: Arc<Value>,
 }
 
 /// A backend tool the gateway runs in-process.
@@ -461,6 +476,7 @@ mod tests {
             run_id: "r".into(),
             tool_call_id: "c".into(),
             cancel: CancellationToken::new(),
+            state: Default::default(),
         }
     }
 

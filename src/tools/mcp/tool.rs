@@ -115,6 +115,7 @@ fn to_output(r: CallToolResult) -> ToolOutput {
         text,
         is_error: r.is_error.unwrap_or(false),
         structured: r.structured_content,
+        state: None,
     }
 }
 

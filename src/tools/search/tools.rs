@@ -133,6 +133,7 @@ mod tests {
             run_id: "r".into(),
             tool_call_id: "c".into(),
             cancel: CancellationToken::new(),
+            state: Default::default(),
         }
     }
 
