@@ -183,6 +183,7 @@ pub fn router(state: AppState) -> Router {
         )
         .merge(api::search::routes())
         .merge(api::ml::routes())
+        .merge(api::web::routes())
         .merge(api::memory::routes(Arc::clone(&state.store)))
         .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
         .layer(cors)

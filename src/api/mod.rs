@@ -5,6 +5,7 @@ pub mod health;
 pub mod memory;
 pub mod ml;
 pub mod search;
+pub mod web;
 
 use axum::Json;
 use axum::http::StatusCode;

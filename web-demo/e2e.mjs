@@ -1,0 +1,320 @@
+#!/usr/bin/env node
+// End-to-end test of the web demo in headless Chromium (Debian's /usr/bin/chromium, driven by
+// playwright-core): for each AG-UI feature, act as a user and check what the page shows.
+//
+// Usage: node e2e.mjs <baseUrl> [screenshotDir]
+//
+// A scenario fails on a failed check or on any console error or warning in the page (the
+// @ag-ui/client verifier reports protocol violations there). The last line of output is
+// "<n> passed, <m> failed"; the exit code is 0 only when all passed.
+
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+
+const base = (process.argv[2] || '').replace(/\/+$/, '');
+const shots = process.argv[3] || join(tmpdir(), 'agui-web-demo-screenshots');
+if (!/^https?:\/\//.test(base)) {
+  console.log('usage: node e2e.mjs <baseUrl> [screenshotDir]');
+  process.exit(2);
+}
+mkdirSync(shots, { recursive: true });
+const TIMEOUT = Number(process.env.AGUI_E2E_TIMEOUT_MS || 20000);
+
+// A valid 1x1 PNG.
+const PNG = Buffer.from(
+  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==',
+  'base64',
+);
+
+class Failure extends Error {}
+function check(cond, msg) {
+  if (!cond) throw new Failure(msg);
+}
+
+async function say(page, text) {
+  await page.getByTestId('input').fill(text);
+  await page.getByTestId('send').click();
+}
+
+/** Waits until the run has ended (the Send button is back). */
+async function idle(page) {
+  await page.getByTestId('send').waitFor({ state: 'visible', timeout: TIMEOUT });
+}
+
+async function lastAssistantText(page) {
+  const texts = await page.getByTestId('msg-assistant').locator('.bubble').allInnerTexts();
+  return texts[texts.length - 1] || '';
+}
+
+async function waitForText(page, locator, needle) {
+  await page.waitForFunction(
+    ([sel, n]) => [...document.querySelectorAll(sel)].some((e) => e.textContent.includes(n)),
+    [locator, needle],
+    { timeout: TIMEOUT },
+  );
+}
+
+const SCENARIOS = [
+  {
+    name: 'agentic chat: streamed markdown',
+    async run(page) {
+      await say(page, 'hello');
+      await page.getByTestId('stop').waitFor({ state: 'visible', timeout: TIMEOUT });
+      await idle(page);
+      const bubble = page.getByTestId('msg-assistant').last().locator('.bubble');
+      check((await bubble.innerText()).includes('offline demo assistant'), `reply: ${await bubble.innerText()}`);
+      check((await bubble.locator('strong').count()) > 0, 'markdown bold was not rendered');
+      check((await bubble.locator('li').count()) >= 5, 'markdown list was not rendered');
+      check((await bubble.locator('code').count()) > 0, 'markdown code was not rendered');
+    },
+  },
+  {
+    name: 'agentic chat: stop aborts the run',
+    async run(page) {
+      await say(page, 'hello');
+      await page.waitForFunction(() => document.querySelector('[data-testid=msg-assistant] .bubble')?.textContent.length > 0, null, { timeout: TIMEOUT });
+      await page.getByTestId('stop').click();
+      await idle(page);
+      await page.getByTestId('notice').waitFor({ timeout: TIMEOUT });
+      const text = await lastAssistantText(page);
+      check(!text.includes('haiku please'), 'the reply streamed to its end although the run was stopped');
+      // The page keeps working after a stop.
+      await say(page, 'please think about it');
+      await idle(page);
+      check((await lastAssistantText(page)).includes('After thinking it over'), 'no reply after a stop');
+    },
+  },
+  {
+    name: 'frontend tool: change_background recolours the page',
+    async run(page) {
+      await say(page, 'please change the background to teal');
+      await page.getByTestId('background-card').waitFor({ timeout: TIMEOUT });
+      await page.waitForFunction(() => getComputedStyle(document.body).backgroundColor === 'rgb(0, 128, 128)', null, { timeout: TIMEOUT });
+      // The page answered the call and the agent went on.
+      await waitForText(page, '[data-testid=msg-assistant] .bubble', 'Done (change_background: The background is now teal.)');
+      await idle(page);
+    },
+  },
+  {
+    name: 'backend tool rendering: search results with citations',
+    async run(page) {
+      await say(page, 'what was the population of Seattle in 2023?');
+      const card = page.locator('[data-testid=tool-card][data-tool=search]');
+      await card.waitFor({ timeout: TIMEOUT });
+      await card.getByTestId('citations').waitFor({ timeout: TIMEOUT });
+      const items = await card.getByTestId('citations').locator('li').allInnerTexts();
+      check(items.length >= 1 && items.some((t) => t.includes('3,519,000')), `citations: ${JSON.stringify(items)}`);
+      check((await card.getByTestId('tool-args').innerText()).includes('Seattle'), 'the query was not shown');
+      await idle(page);
+      check((await lastAssistantText(page)).startsWith('I found it in the knowledge base'), 'no answer after the tool');
+      await say(page, 'calculate (2+3)*7');
+      await waitForText(page, '[data-testid=tool-card][data-tool=calculator] [data-testid=tool-result]', '35');
+      await idle(page);
+      check((await lastAssistantText(page)).includes('The result is 35.'), 'calculator answer missing');
+    },
+  },
+  {
+    name: 'human in the loop: the user edits and confirms the steps',
+    async run(page) {
+      await say(page, 'plan a trip in steps');
+      await page.getByTestId('confirm-steps').waitFor({ timeout: TIMEOUT });
+      const boxes = page.getByTestId('steps-card').locator('input[type=checkbox]');
+      check((await boxes.count()) === 4, `expected 4 steps, saw ${await boxes.count()}`);
+      await page.getByTestId('step-1').uncheck();
+      await page.getByTestId('confirm-steps').click();
+      await waitForText(page, '[data-testid=msg-assistant] .bubble', 'Thanks! I will go ahead');
+      await idle(page);
+      const text = await lastAssistantText(page);
+      check(
+        text.includes('Pick a destination; Reserve a hotel; Plan the first day') && !text.includes('Book the flights'),
+        `the agent did not get the user's choice: ${text}`,
+      );
+      check((await page.getByTestId('confirm-steps').count()) === 0, 'the checklist is still open after confirming');
+    },
+  },
+  {
+    name: 'agentic generative UI: task progress from state snapshot and deltas',
+    async run(page) {
+      await page.evaluate(() => {
+        window.__progress = [];
+        new MutationObserver(() => {
+          const t = document.querySelector('[data-testid=progress-count]')?.textContent;
+          if (t && window.__progress[window.__progress.length - 1] !== t) window.__progress.push(t);
+        }).observe(document.getElementById('progress'), { childList: true, subtree: true, characterData: true });
+      });
+      await say(page, 'research coffee beans');
+      await waitForText(page, '[data-testid=progress-count]', '3 of 3 done');
+      await idle(page);
+      const seen = await page.evaluate(() => window.__progress);
+      check(seen[0] === '0 of 3 done' && seen.includes('1 of 3 done') && seen.includes('2 of 3 done'), `progress went ${JSON.stringify(seen)}`);
+      const tasks = await page.getByTestId('task').allInnerTexts();
+      check(tasks.length === 3 && tasks.every((t) => t.startsWith('✔')), `tasks: ${JSON.stringify(tasks)}`);
+      check((await lastAssistantText(page)).startsWith('All three steps are done'), 'no final answer');
+    },
+  },
+  {
+    name: 'tool-based generative UI: a haiku card',
+    async run(page) {
+      await say(page, 'write me a haiku please');
+      const card = page.getByTestId('haiku-card');
+      await card.waitFor({ timeout: TIMEOUT });
+      // The card is drawn from the arguments as they stream, then stays.
+      await waitForText(page, '[data-testid=msg-assistant] .bubble', 'I hope the haiku');
+      await idle(page);
+      check((await card.locator('.haiku-line').count()) === 3, 'the haiku has not three lines');
+      const text = await card.innerText();
+      check(text.includes('古池や') && text.includes('水の音') && text.includes('Splash! Silence again.'), `haiku: ${text}`);
+    },
+  },
+  {
+    name: 'shared state: the user and the agent both edit the recipe',
+    async run(page, ctx) {
+      await page.getByTestId('recipe-title').fill("Grandma's pasta");
+      await page.getByTestId('recipe-title').press('Tab');
+      await page.getByTestId('remove-ingredient-2').click();
+      await say(page, 'please improve the recipe');
+      await idle(page);
+      const sent = ctx.requests.map((r) => r.state).filter(Boolean).pop();
+      check(sent?.recipe?.title === "Grandma's pasta", `the request's state: ${JSON.stringify(sent?.recipe)}`);
+      const names = await page.getByTestId('ingredients').locator('input.name').evaluateAll((es) => es.map((e) => e.value));
+      check(names.includes('Fresh basil'), `the agent's ingredient is missing: ${JSON.stringify(names)}`);
+      check(!names.includes('Garlic') && names.includes('Spaghetti'), `the user's edit was lost: ${JSON.stringify(names)}`);
+      check((await page.getByTestId('recipe-title').inputValue()) === "Grandma's pasta", 'the title edit was lost');
+    },
+  },
+  {
+    name: 'predictive state updates: the document fills in as the arguments stream',
+    async run(page) {
+      await page.evaluate(() => {
+        window.__doc = [];
+        new MutationObserver(() => {
+          const d = document.querySelector('[data-testid=document]');
+          const badge = document.querySelector('[data-testid=document-badge]')?.textContent;
+          if (d) window.__doc.push({ len: d.textContent.length, badge });
+        }).observe(document.getElementById('document'), { childList: true, subtree: true, characterData: true });
+      });
+      await say(page, 'write a story');
+      await waitForText(page, '[data-testid=msg-assistant] .bubble', 'The document is in the panel');
+      await idle(page);
+      const seen = await page.evaluate(() => window.__doc);
+      const live = seen.filter((s) => s.badge === 'writing…');
+      check(live.length >= 3, `the document did not fill in live (${live.length} updates while writing)`);
+      check(live[0].len < live[live.length - 1].len, 'the live document did not grow');
+      const doc = await page.getByTestId('document').innerText();
+      check(doc.includes('The lighthouse keeper') && doc.includes('not the only one awake'), `document: ${doc.slice(0, 80)}`);
+      check((await page.getByTestId('document-badge').innerText()) === '', 'still marked as writing');
+    },
+  },
+  {
+    name: 'reasoning: a collapsible panel',
+    async run(page) {
+      await say(page, 'please think about it');
+      await idle(page);
+      const panel = page.getByTestId('reasoning').last();
+      await panel.waitFor({ timeout: TIMEOUT });
+      check(!(await panel.evaluate((d) => d.open)), 'the reasoning panel should start collapsed');
+      await panel.locator('summary').click();
+      check((await panel.innerText()).includes('step by step'), `reasoning: ${await panel.innerText()}`);
+    },
+  },
+  {
+    name: 'image upload: sent as an image part',
+    async run(page, ctx) {
+      const file = join(tmpdir(), `agui-e2e-${process.pid}.png`);
+      writeFileSync(file, PNG);
+      await page.getByTestId('file').setInputFiles(file);
+      await page.getByTestId('attachment').waitFor({ timeout: TIMEOUT });
+      await say(page, 'what is this?');
+      await page.getByTestId('sent-image').waitFor({ timeout: TIMEOUT });
+      await idle(page);
+      check((await lastAssistantText(page)).includes('I received your message with attachments'), 'no answer to the image');
+      const user = ctx.requests.pop()?.messages?.find((m) => Array.isArray(m.content));
+      const part = user?.content?.find((p) => p.type === 'image');
+      check(part?.source?.type === 'data' && part.source.mimeType === 'image/png' && part.source.value === PNG.toString('base64'), `image part: ${JSON.stringify(part)?.slice(0, 120)}`);
+    },
+  },
+  {
+    name: 'a reload restores the conversation',
+    async run(page) {
+      await say(page, 'hello');
+      await idle(page);
+      await say(page, 'calculate 6*7');
+      await idle(page);
+      await page.reload();
+      await waitForText(page, '[data-testid=msg-assistant] .bubble', 'The result is 42.');
+      await idle(page);
+      const users = await page.getByTestId('msg-user').allInnerTexts();
+      check(users.length === 2 && users[0].includes('hello') && users[1].includes('calculate 6*7'), `restored: ${JSON.stringify(users)}`);
+    },
+  },
+  {
+    name: 'phone-sized screen',
+    viewport: { width: 390, height: 844 },
+    async run(page) {
+      await say(page, 'hello');
+      await idle(page);
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      check(overflow <= 0, `the page is ${overflow}px wider than the screen`);
+      const box = await page.getByTestId('input').boundingBox();
+      check(box && box.width > 200, 'the message box is too small on a phone');
+    },
+  },
+];
+
+async function main() {
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM_PATH || '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  let passed = 0;
+  let failed = 0;
+  for (const [i, s] of SCENARIOS.entries()) {
+    const context = await browser.newContext({ viewport: s.viewport || { width: 1280, height: 860 } });
+    const page = await context.newPage();
+    const problems = [];
+    const ctx = { requests: [] };
+    page.on('console', (m) => {
+      if (m.type() === 'error' || m.type() === 'warning') problems.push(`console.${m.type()}: ${m.text()}`);
+    });
+    page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+    page.on('request', (r) => {
+      if (r.method() === 'POST' && r.url().includes('/agui')) {
+        try {
+          ctx.requests.push(JSON.parse(r.postData() || '{}'));
+        } catch {
+          // not JSON: nothing to inspect
+        }
+      }
+    });
+    let failure;
+    try {
+      await page.goto(`${base}/`);
+      await s.run(page, ctx);
+    } catch (e) {
+      failure = e instanceof Failure ? e.message : `${e.name}: ${e.message}`.split('\n')[0];
+    }
+    const shot = join(shots, `${String(i + 1).padStart(2, '0')}-${s.name.replace(/[^a-z0-9]+/gi, '-').toLowerCase()}.png`);
+    await page.screenshot({ path: shot, fullPage: true }).catch(() => {});
+    if (!failure && problems.length) failure = problems.join(' | ');
+    if (failure) {
+      failed++;
+      console.log(`FAIL ${s.name}: ${failure}`);
+    } else {
+      passed++;
+      console.log(`PASS ${s.name}`);
+    }
+    await context.close();
+  }
+  await browser.close();
+  console.log(`screenshots in ${shots}`);
+  console.log(`${passed} passed, ${failed} failed`);
+  process.exitCode = failed === 0 ? 0 : 1;
+}
+
+main().catch((e) => {
+  console.log(`harness error: ${e.stack || e}`);
+  console.log('0 passed, 1 failed');
+  process.exitCode = 1;
+});
