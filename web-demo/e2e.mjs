@@ -135,6 +135,18 @@ const SCENARIOS = [
     },
   },
   {
+    name: 'human in the loop: a backend tool waits for approval',
+    async run(page) {
+      await say(page, 'please publish hello team');
+      await page.getByTestId('approve').waitFor({ timeout: TIMEOUT });
+      check((await page.locator('[data-tool=publish_message] [data-testid=tool-args]').innerText()).includes('hello team'), 'the call to approve is not shown');
+      await page.getByTestId('approve').click();
+      await waitForText(page, '[data-testid=msg-assistant] .bubble', 'Publishing result: Published: hello team');
+      await idle(page);
+      check((await page.getByTestId('approve').count()) === 0, 'the approval is still asked for');
+    },
+  },
+  {
     name: 'agentic generative UI: task progress from state snapshot and deltas',
     async run(page) {
       await page.evaluate(() => {
@@ -255,6 +267,8 @@ const SCENARIOS = [
     async run(page) {
       await say(page, 'hello');
       await idle(page);
+      const picker = page.getByTestId('agent-picker');
+      check((await picker.locator('option').count()) >= 1, 'the agent picker lists no agents');
       const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
       check(overflow <= 0, `the page is ${overflow}px wider than the screen`);
       const box = await page.getByTestId('input').boundingBox();

@@ -174,6 +174,20 @@ function toolCard(call: Json): HTMLElement {
   }
   // A backend tool: arguments as they stream, then the result.
   const card = el('div', { class: 'tool-card', 'data-testid': 'tool-card', 'data-tool': name });
+  const interrupt = pendingInterrupts().find((i: Json) => i.toolCallId === call.id);
+  if (interrupt && !result) {
+    card.append(el('div', { class: 'tool-head' }, el('span', { class: 'tool-name' }, `🛡 ${name}`), el('span', { class: 'badge waiting' }, 'needs approval')));
+    card.append(el('code', { class: 'tool-args', 'data-testid': 'tool-args' }, call.function?.arguments ?? ''));
+    if (interrupt.message) card.append(el('div', { class: 'hint' }, interrupt.message));
+    if (!running) {
+      const approve = el('button', { class: 'primary', 'data-testid': 'approve' }, 'Approve');
+      const reject = el('button', { 'data-testid': 'reject' }, 'Reject');
+      approve.addEventListener('click', () => void run([{ interruptId: interrupt.id, status: 'resolved', payload: { approved: true } }]));
+      reject.addEventListener('click', () => void run([{ interruptId: interrupt.id, status: 'cancelled' }]));
+      card.append(el('div', { class: 'actions' }, approve, reject));
+    }
+    return card;
+  }
   const status = result ? (result.error ? 'failed' : 'done') : liveArgs.has(call.id) ? 'running' : 'waiting';
   card.append(el('div', { class: 'tool-head' }, el('span', { class: 'tool-name' }, `🔧 ${name}`), el('span', { class: `badge ${status}` }, status)));
   const argText = liveArgs.get(call.id) ? JSON.stringify(liveArgs.get(call.id)!.args) : call.function?.arguments;
@@ -191,6 +205,12 @@ function toolCard(call: Json): HTMLElement {
     }
   }
   return card;
+}
+
+/** Interrupts the last run ended with (calls waiting for the user's approval). */
+function pendingInterrupts(): Json[] {
+  const p = (agent as Json).pendingInterrupts;
+  return Array.isArray(p) ? p : [];
 }
 
 function haikuCard(args: Json): HTMLElement {
@@ -381,7 +401,7 @@ function showError(message: string) {
 
 // --------------------------------------------------------------------------------------- runs
 
-async function run() {
+async function run(resume?: Json[]) {
   running = true;
   stopped = false;
   predictions = [];
@@ -389,7 +409,11 @@ async function run() {
   render();
   try {
     await agent.runAgent(
-      { tools: FRONTEND_TOOLS, context: [{ description: 'The page the user is on', value: 'the agui-gateway web demo' }] },
+      {
+        tools: FRONTEND_TOOLS,
+        context: [{ description: 'The page the user is on', value: 'the agui-gateway web demo' }],
+        ...(resume ? { resume } : {}),
+      } as Json,
       {
         onMessagesChanged: scheduleRender,
         onTextMessageContentEvent: () => scheduleRender(),
@@ -489,6 +513,28 @@ function newChat() {
 
 // -------------------------------------------------------------------------------------- start
 
+/** The agent picker: every agent the gateway serves (config file and registered). */
+async function listAgents() {
+  const select = $('#agent') as HTMLSelectElement;
+  try {
+    const res = await fetch('/agents');
+    const { agents } = await res.json();
+    for (const a of agents ?? []) {
+      const option = el('option', { value: a.endpoint }, a.name || a.id) as HTMLOptionElement;
+      option.selected = a.endpoint === AGENT_URL;
+      select.append(option);
+    }
+  } catch {
+    // Served elsewhere: the picker stays empty.
+  }
+  select.hidden = select.options.length < 2;
+  select.addEventListener('change', () => {
+    const url = new URL(location.href);
+    url.searchParams.set('agent', select.value);
+    location.href = url.toString();
+  });
+}
+
 function wire() {
   $('#send').addEventListener('click', send);
   $('#stop').addEventListener('click', () => {
@@ -538,6 +584,7 @@ function wire() {
 }
 
 wire();
+void listAgents();
 makeAgent(threadId);
 const bg = localStorage.getItem(`agui-demo-bg:${threadId}`);
 if (bg) document.body.style.background = bg;
