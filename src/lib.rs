@@ -191,19 +191,36 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Serves until `shutdown` resolves; active runs are cancelled on shutdown so their streams
-/// end promptly.
+/// Serves until `shutdown` resolves. Then no new connection or run is taken; active runs may
+/// finish for `shutdown_grace_secs`, after which the rest end with `RUN_ERROR` code `SHUTDOWN`
+/// (their completed messages saved, their event logs flushed).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let runs = Arc::clone(&state.runs);
+    let grace = Duration::from_secs(state.settings.shutdown_grace_secs);
     let closing = state.clone();
     axum::serve(listener, router(state))
         .with_graceful_shutdown(async move {
             shutdown.await;
-            runs.cancel_all();
+            runs.begin_shutdown();
+            let active = runs.active_count();
+            tracing::info!(
+                active,
+                grace_secs = grace.as_secs(),
+                "shutting down: no new runs; waiting for active ones"
+            );
+            tokio::spawn(async move {
+                if !runs.drain(grace).await {
+                    tracing::warn!(
+                        left = runs.active_count(),
+                        "grace period over; ending the remaining runs with SHUTDOWN"
+                    );
+                    runs.cancel_all();
+                }
+            });
         })
         .await?;
     // Close tool sources (MCP sessions, child processes) once no run can use them.

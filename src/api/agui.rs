@@ -29,6 +29,9 @@ pub async fn run_agent(
     Path(agent_id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
+    if state.runs.is_shutting_down() {
+        return Err(ApiError::ShuttingDown);
+    }
     let agent = state
         .agents
         .get(&agent_id)
@@ -110,7 +113,8 @@ pub(crate) async fn start(state: &AppState, agent: Arc<Agent>, input: RunAgentIn
     let ids = (input.thread_id.clone(), input.run_id.clone());
     let (tx, rx) = mpsc::channel(state.settings.channel_capacity);
     let cancel = CancellationToken::new();
-    let mut emitter = Emitter::new(tx, input.is_v1());
+    let mut emitter =
+        Emitter::new(tx, input.is_v1()).with_shutdown_flag(state.runs.shutdown_flag());
     let begun = state
         .runs
         .begin_when_free(

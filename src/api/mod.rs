@@ -31,6 +31,9 @@ pub enum ApiError {
     /// The body is larger than allowed.
     #[error("request body too large")]
     PayloadTooLarge,
+    /// The server is shutting down and takes no new runs.
+    #[error("the gateway is shutting down; retry on another instance")]
+    ShuttingDown,
     /// A server fault.
     #[error("internal error")]
     Internal(String),
@@ -42,6 +45,7 @@ impl IntoResponse for ApiError {
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::BadRequest { .. } => (StatusCode::BAD_REQUEST, "invalid_request"),
             ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            ApiError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
             ApiError::Internal(detail) => {
                 tracing::error!(%detail, "internal error");
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal_error")
@@ -54,6 +58,13 @@ impl IntoResponse for ApiError {
                 error["field"] = json!(field);
             }
         }
-        (status, Json(json!({ "error": error }))).into_response()
+        let mut resp = (status, Json(json!({ "error": error }))).into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        resp
     }
 }

@@ -114,6 +114,7 @@ struct ServerFile {
     model_idle_timeout_secs: Option<u64>,
     #[serde(default)]
     cors_origins: Option<Vec<String>>,
+    shutdown_grace_secs: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -209,6 +210,8 @@ pub struct ServerSettings {
     pub max_detached_runs: usize,
     /// A detached run is cancelled after this long without its client.
     pub max_detached_secs: u64,
+    /// On shutdown, how long active runs may go on before they end with `SHUTDOWN`.
+    pub shutdown_grace_secs: u64,
 }
 
 impl Default for ServerSettings {
@@ -224,6 +227,7 @@ impl Default for ServerSettings {
             detach_on_disconnect: false,
             max_detached_runs: 100,
             max_detached_secs: 600,
+            shutdown_grace_secs: 30,
         }
     }
 }
@@ -472,6 +476,7 @@ impl Config {
             detach_on_disconnect: s.detach_on_disconnect.unwrap_or(d.detach_on_disconnect),
             max_detached_runs: s.max_detached_runs.unwrap_or(d.max_detached_runs),
             max_detached_secs: s.max_detached_secs.unwrap_or(d.max_detached_secs).max(1),
+            shutdown_grace_secs: s.shutdown_grace_secs.unwrap_or(d.shutdown_grace_secs),
         };
 
         let md = crate::model::media::MediaPolicy::default();

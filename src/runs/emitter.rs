@@ -45,6 +45,8 @@ pub struct Emitter {
     /// Raised when the terminal event is sent, so the next run on the thread may wait for
     /// this one's clean-up instead of being refused.
     closing: Option<Arc<AtomicBool>>,
+    /// Raised when the server shuts down: a cancelled run then ends with `SHUTDOWN`.
+    shutdown: Option<Arc<AtomicBool>>,
 }
 
 impl Emitter {
@@ -60,7 +62,14 @@ impl Emitter {
             detachable: false,
             client_gone: false,
             closing: None,
+            shutdown: None,
         }
+    }
+
+    /// Reports cancellations as `SHUTDOWN` once `flag` is raised.
+    pub fn with_shutdown_flag(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.shutdown = Some(flag);
+        self
     }
 
     /// Raises `flag` when the terminal event is sent.
@@ -119,6 +128,15 @@ impl Emitter {
         if self.verifier.is_closed() {
             return;
         }
+        // A run cancelled because the server is going away: say so, so the client retries.
+        let (code, message) = match &self.shutdown {
+            Some(flag) if code == "CANCELLED" && flag.load(Ordering::SeqCst) => (
+                "SHUTDOWN",
+                "The gateway is shutting down; start the run again (another instance will take it)."
+                    .to_string(),
+            ),
+            _ => (code, message.into()),
+        };
         if self.verifier.is_running() {
             for e in self.verifier.closers() {
                 self.verifier.force(&e);
@@ -129,7 +147,7 @@ impl Emitter {
         }
         let usage = (self.v1 && !usage.is_empty()).then_some(usage);
         let e = Event::RunError {
-            message: message.into(),
+            message,
             code: Some(code.to_string()),
             usage,
         };

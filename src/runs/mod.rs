@@ -42,6 +42,9 @@ pub struct RunManager {
     detached: AtomicUsize,
     /// The most detached runs allowed at once.
     max_detached: usize,
+    /// Raised when the server starts shutting down: new runs are refused and runs cancelled
+    /// from then on end with `SHUTDOWN`.
+    shutting_down: Arc<AtomicBool>,
 }
 
 impl RunManager {
@@ -163,6 +166,33 @@ impl RunManager {
         for t in tokens {
             t.cancel();
         }
+    }
+
+    /// Starts the shutdown: no new runs; cancellations from now on are reported as `SHUTDOWN`.
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the server is shutting down.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+
+    /// The flag [`RunManager::begin_shutdown`] raises, for emitters.
+    pub fn shutdown_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.shutting_down)
+    }
+
+    /// Waits until no run is active or `grace` has passed; `true` when all ended.
+    pub async fn drain(&self, grace: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + grace;
+        while self.active_count() > 0 {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        true
     }
 
     /// How many runs are active.

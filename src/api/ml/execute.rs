@@ -30,6 +30,11 @@ fn wants_async(query: Option<&str>) -> bool {
 }
 
 async fn agent(state: &AppState, id: &str) -> Result<Arc<Agent>, MlError> {
+    if state.runs.is_shutting_down() {
+        return Err(MlError::Unavailable(
+            "The gateway is shutting down; retry on another instance.".into(),
+        ));
+    }
     state
         .agents
         .get(id)
