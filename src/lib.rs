@@ -13,9 +13,11 @@
 //! - [`model`]: the object-safe [`model::Provider`] trait and its providers.
 //! - [`tools`]: the [`tools::Tool`] trait, the per-agent registry, HTTP and built-in tools.
 //! - [`config`]: TOML configuration, resolved and validated at start-up.
+//! - [`bench`]: `agui-gateway bench`, the figures of what the gateway adds on the token path.
 
 pub mod agent;
 pub mod api;
+pub mod bench;
 pub mod config;
 pub mod connector;
 pub mod conversation;
@@ -58,6 +60,8 @@ pub struct AppInner {
     pub search: Arc<tools::search::SearchService>,
     /// Threads, thread leases and run event logs (SQLite, or PostgreSQL shared by gateways).
     pub store: Arc<dyn store::Store>,
+    /// The run event logs' writer (one per gateway, group commit).
+    pub event_log: runs::eventlog::LogWriter,
     /// This process's identity in thread leases.
     pub gateway_id: String,
     /// Where embedded stores keep their files.
@@ -133,6 +137,7 @@ impl AppState {
             runs: RunManager::with_detach_limit(config.server.max_detached_runs),
             settings: config.server.clone(),
             search,
+            event_log: runs::eventlog::LogWriter::spawn(Arc::clone(&store)),
             store,
             gateway_id: format!("gw-{}", uuid::Uuid::new_v4().simple()),
             data_dir: config.data_dir.clone(),
@@ -202,7 +207,15 @@ pub async fn serve(
     let runs = Arc::clone(&state.runs);
     let grace = Duration::from_secs(state.settings.shutdown_grace_secs);
     let closing = state.clone();
-    axum::serve(listener, router(state))
+    // Small frames leave at once: with Nagle's algorithm a frame written behind another
+    // waits for the client's delayed ACK (up to 40 ms).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+    });
+    // One make-service: `axum::serve` given a bare Router copies every route per connection.
+    axum::serve(listener, router(state).into_make_service())
         .with_graceful_shutdown(async move {
             shutdown.await;
             runs.begin_shutdown();
@@ -223,6 +236,9 @@ pub async fn serve(
             });
         })
         .await?;
+    // Every connection is closed; runs still writing their last events and thread messages
+    // get a moment to commit them.
+    closing.runs.drain(Duration::from_secs(5)).await;
     // Close tool sources (MCP sessions, child processes) once no run can use them.
     for agent in closing.agents.loaded() {
         agent.tools.close().await;

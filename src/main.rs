@@ -35,6 +35,28 @@ enum Command {
         /// TOML configuration file.
         config: PathBuf,
     },
+    /// Measure the gateway: CPU per token, relay latency, throughput, memory per run, time to
+    /// first event (a fake upstream, the gateway as a child process, concurrent clients).
+    Bench {
+        /// Smaller loads (memory up to 1,000 runs), for a quick look.
+        #[arg(long)]
+        quick: bool,
+        /// Concurrent runs of the latency phase.
+        #[arg(long, default_value_t = 100)]
+        runs: usize,
+        /// Concurrency levels of the memory phase.
+        #[arg(long, value_delimiter = ',')]
+        levels: Option<Vec<usize>>,
+        /// Run only these phases (latency, throughput, memory).
+        #[arg(long, value_delimiter = ',')]
+        only: Option<Vec<String>>,
+        /// Tokens per reply in the throughput phase.
+        #[arg(long)]
+        throughput_tokens: Option<usize>,
+        /// The gateway to measure (a wrapper script works too); this executable by default.
+        #[arg(long)]
+        gateway: Option<std::path::PathBuf>,
+    },
     /// Serve the demo MCP tools (echo, add, fail) on stdin/stdout, for tests and trying out
     /// `type = "mcp"` entries.
     #[command(hide = true)]
@@ -77,6 +99,36 @@ async fn main() -> std::process::ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::McpDemoServer => Ok(agui_gateway::tools::mcp_demo::serve_stdio().await?),
+        Command::Bench {
+            quick,
+            runs,
+            levels,
+            only,
+            throughput_tokens,
+            gateway,
+        } => {
+            let mut opts = agui_gateway::bench::BenchOptions {
+                latency_runs: runs,
+                ..Default::default()
+            };
+            if quick {
+                opts.memory_levels = vec![1, 100, 1_000];
+                opts.latency_tokens = 40;
+            }
+            if let Some(l) = levels {
+                opts.memory_levels = l;
+            }
+            if let Some(t) = throughput_tokens {
+                opts.throughput_tokens = t;
+            }
+            if let Some(only) = only {
+                opts.phases = only;
+            }
+            if let Some(g) = gateway {
+                opts.gateway_bin = g;
+            }
+            agui_gateway::bench::run(opts).await
+        }
         Command::CheckConfig { config } => {
             let c = Config::load(Some(&config))?;
             println!("{}: ok ({} agents)", config.display(), c.agents.len());

@@ -34,7 +34,6 @@ async fn a_frontend_call_ends_the_run_and_the_next_run_resumes() {
             "RUN_STARTED",
             "TOOL_CALL_START",
             "TOOL_CALL_ARGS",
-            "TOOL_CALL_ARGS",
             "TOOL_CALL_END",
             "RUN_FINISHED"
         ]

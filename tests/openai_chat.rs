@@ -28,8 +28,6 @@ async fn chat_streams_text_and_sends_a_complete_request_upstream() {
             "RUN_STARTED",
             "TEXT_MESSAGE_START",
             "TEXT_MESSAGE_CONTENT",
-            "TEXT_MESSAGE_CONTENT",
-            "TEXT_MESSAGE_CONTENT",
             "TEXT_MESSAGE_END",
             "CUSTOM",
             "RUN_FINISHED"

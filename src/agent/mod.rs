@@ -306,6 +306,19 @@ impl Agent {
 /// The provider a model config names.
 pub fn build_provider(model: &ModelConfig, client: &reqwest::Client) -> Arc<dyn Provider> {
     let idle_timeout = Duration::from_secs(model.idle_timeout_secs);
+    let h2c;
+    let client = match model.http2_prior_knowledge {
+        true => {
+            h2c = reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(10))
+                .http2_prior_knowledge()
+                .build()
+                .unwrap_or_else(|_| client.clone());
+            &h2c
+        }
+        false => client,
+    };
+
     let model_id = model.model_id.clone();
     match &model.provider {
         ProviderConfig::OpenAi {

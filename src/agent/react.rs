@@ -601,6 +601,9 @@ impl Run<'_> {
         let mut stop = None;
         let mut stream =
             retry::stream_with_retries(Arc::clone(&self.agent.provider), request, self.agent.retry);
+        if self.agent.provider.coalesce_deltas() {
+            stream = crate::model::coalesce::coalesce(stream);
+        }
         loop {
             let next = tokio::select! {
                 biased;

@@ -399,6 +399,7 @@ pub fn model_config(
         params: inference_params(&sampling),
         idle_timeout_secs,
         retry: RetryPolicy::default(),
+        http2_prior_knowledge: false,
     })
 }
 
@@ -499,6 +500,7 @@ pub async fn compile(
             params: InferenceParams::default(),
             idle_timeout_secs,
             retry: RetryPolicy::default(),
+            http2_prior_knowledge: false,
         },
         None => {
             return Err(invalid(

@@ -21,7 +21,6 @@ use crate::protocol::input;
 use crate::protocol::input::RunAgentInput;
 use crate::runs::Emitter;
 use crate::runs::RunManager;
-use crate::runs::eventlog::EventLog;
 
 /// The handler.
 pub async fn run_agent(
@@ -157,7 +156,7 @@ pub(crate) async fn start(state: &AppState, agent: Arc<Agent>, input: RunAgentIn
                             finished: false,
                         };
                         let keep = Duration::from_secs(state.settings.run_events_keep_secs);
-                        let (log, writer) = EventLog::start(Arc::clone(&state.store), record, keep);
+                        let log = state.event_log.start(record, keep).await;
                         let mut emitter =
                             emitter.with_log(log, state.settings.detach_on_disconnect);
                         let report = crate::agent::drive(
@@ -170,8 +169,10 @@ pub(crate) async fn start(state: &AppState, agent: Arc<Agent>, input: RunAgentIn
                         .await;
                         // Followers end when the run is finished and its lease gone: finish
                         // the log first, then give the thread back.
+                        if let Some(log) = emitter.take_log() {
+                            log.finish().await;
+                        }
                         drop(emitter);
-                        let _ = writer.await;
                         lease.release().await;
                         let _ = done_tx.send(report);
                     }
@@ -346,12 +347,30 @@ fn sse_stream(
 ) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send {
     futures::stream::unfold((rx, guard), move |(mut rx, guard)| async move {
         match tokio::time::timeout(keepalive, rx.recv()).await {
-            Ok(Some(frame)) => Some((Ok(frame), (rx, guard))),
+            Ok(Some(frame)) => {
+                // Frames already waiting leave in one write (one syscall under load).
+                let Ok(next) = rx.try_recv() else {
+                    return Some((Ok(frame), (rx, guard)));
+                };
+                let mut out = bytes::BytesMut::with_capacity(frame.len() * 4 + next.len());
+                out.extend_from_slice(&frame);
+                out.extend_from_slice(&next);
+                while out.len() < COALESCE_BYTES {
+                    match rx.try_recv() {
+                        Ok(more) => out.extend_from_slice(&more),
+                        Err(_) => break,
+                    }
+                }
+                Some((Ok(out.freeze()), (rx, guard)))
+            }
             Ok(None) => None,
             Err(_) => Some((Ok(Bytes::from_static(KEEP_ALIVE)), (rx, guard))),
         }
     })
 }
+
+/// The most bytes of waiting frames joined into one write.
+const COALESCE_BYTES: usize = 64 * 1024;
 
 /// How often a followed run is polled for new frames.
 const FOLLOW_POLL: Duration = Duration::from_millis(100);

@@ -49,6 +49,8 @@ pub(super) struct ModelFile {
     max_retries: Option<u32>,
     #[serde(default)]
     retry_initial_backoff_ms: Option<u64>,
+    #[serde(default)]
+    http2_prior_knowledge: bool,
 }
 
 /// Explicit AWS credentials, the seeds' `credential` block; each value literal or from an env var.
@@ -161,6 +163,9 @@ pub struct ModelConfig {
     pub idle_timeout_secs: u64,
     /// Retries before the first token.
     pub retry: RetryPolicy,
+    /// Speak HTTP/2 without negotiation to a plain-`http` upstream (h2c), so runs share one
+    /// connection (HTTPS upstreams negotiate HTTP/2 on their own).
+    pub http2_prior_knowledge: bool,
 }
 
 pub(super) fn resolve_model(
@@ -293,6 +298,7 @@ pub(super) fn resolve_model(
         params,
         idle_timeout_secs,
         retry,
+        http2_prior_knowledge: m.http2_prior_knowledge,
     })
 }
 

@@ -3,6 +3,7 @@
 
 pub mod anthropic;
 pub mod bedrock;
+pub mod coalesce;
 pub mod media;
 pub mod openai;
 pub mod retry;
@@ -204,6 +205,10 @@ pub trait Provider: Send + Sync + 'static {
     /// How this provider takes a media block (by default: as it is).
     fn media_support(&self, _media: &crate::conversation::Media) -> media::MediaSupport {
         media::MediaSupport::Native
+    }
+    /// Whether deltas already waiting may be joined into one event (see [`coalesce`]).
+    fn coalesce_deltas(&self) -> bool {
+        true
     }
 }
 

@@ -458,6 +458,11 @@ impl Provider for ScriptedProvider {
         "scripted"
     }
 
+    /// A script's chunks are its events, one for one (fixtures and tests rely on it).
+    fn coalesce_deltas(&self) -> bool {
+        false
+    }
+
     fn model_id(&self) -> &str {
         &self.model_id
     }

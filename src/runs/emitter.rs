@@ -85,6 +85,11 @@ impl Emitter {
         self
     }
 
+    /// Takes the event log back (to finish it once the run is over).
+    pub fn take_log(&mut self) -> Option<EventLog> {
+        self.log.take()
+    }
+
     /// Whether 1.0-only shapes may be sent.
     pub fn is_v1(&self) -> bool {
         self.v1

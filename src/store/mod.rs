@@ -69,6 +69,27 @@ pub struct RunRecord {
     pub finished: bool,
 }
 
+/// One write to the run event logs.
+#[derive(Debug, Clone)]
+pub enum LogWrite {
+    /// A run starts (or starts again).
+    Start(RunRecord),
+    /// Numbered frames of a run's stream.
+    Frames {
+        /// The run.
+        run_id: std::sync::Arc<str>,
+        /// `(seq, json)` in order.
+        frames: Vec<(u64, String)>,
+    },
+    /// A run ended; its events are kept for `keep`.
+    Finish {
+        /// The run.
+        run_id: std::sync::Arc<str>,
+        /// How long its events stay replayable.
+        keep: std::time::Duration,
+    },
+}
+
 /// Outcome of trying to take a thread's lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lease {
@@ -132,14 +153,33 @@ pub trait Store: memory::MemoryStore + docs::DocStore + Send + Sync + 'static {
     ) -> Result<(), StoreError>;
 
     /// Records a run's start.
-    async fn start_run(&self, run: &RunRecord) -> Result<(), StoreError>;
+    async fn start_run(&self, run: &RunRecord) -> Result<(), StoreError> {
+        self.write_log(&[LogWrite::Start(run.clone())]).await
+    }
     /// Marks a run finished; its events are kept for `keep`.
-    async fn finish_run(&self, run_id: &str, keep: Duration) -> Result<(), StoreError>;
+    async fn finish_run(&self, run_id: &str, keep: Duration) -> Result<(), StoreError> {
+        self.write_log(&[LogWrite::Finish {
+            run_id: run_id.into(),
+            keep,
+        }])
+        .await
+    }
+    /// Run starts, frames and ends, of any runs, in order and in one transaction.
+    async fn write_log(&self, writes: &[LogWrite]) -> Result<(), StoreError>;
     /// A run, if known and not expired.
     async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError>;
     /// Appends numbered frames of a run's event stream.
-    async fn append_events(&self, run_id: &str, events: &[(u64, String)])
-    -> Result<(), StoreError>;
+    async fn append_events(
+        &self,
+        run_id: &str,
+        events: &[(u64, String)],
+    ) -> Result<(), StoreError> {
+        self.write_log(&[LogWrite::Frames {
+            run_id: run_id.into(),
+            frames: events.to_vec(),
+        }])
+        .await
+    }
     /// The frames after `after`, in order.
     async fn events_after(
         &self,

@@ -10,7 +10,7 @@ use sqlx::any::{AnyPoolOptions, install_default_drivers};
 // Every statement is a literal of this file; only placeholders are rewritten.
 use sqlx::{AnyPool, AssertSqlSafe, Executor, Row};
 
-use super::{Lease, RunRecord, Store, StoreError, StoredMessage, now_ms};
+use super::{Lease, LogWrite, RunRecord, Store, StoreError, StoredMessage, now_ms};
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
@@ -291,33 +291,6 @@ impl Store for SqlStore {
         Ok(())
     }
 
-    async fn start_run(&self, run: &RunRecord) -> Result<(), StoreError> {
-        let sql = self.sql(
-            "INSERT INTO runs (run_id, agent_id, thread_id, state, started_at) VALUES ($1, $2, $3, 'running', $4) \
-             ON CONFLICT (run_id) DO UPDATE SET state = 'running', finished_at = NULL, expires_at = NULL",
-        );
-        sqlx::query(AssertSqlSafe(sql.clone()))
-            .bind(&run.run_id)
-            .bind(&run.agent_id)
-            .bind(&run.thread_id)
-            .bind(now_ms())
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    async fn finish_run(&self, run_id: &str, keep: Duration) -> Result<(), StoreError> {
-        let now = now_ms();
-        let sql = self.sql("UPDATE runs SET state = 'finished', finished_at = $1, expires_at = $2 WHERE run_id = $3");
-        sqlx::query(AssertSqlSafe(sql.clone()))
-            .bind(now)
-            .bind(now + ms(keep))
-            .bind(run_id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
     async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
         let sql = self.sql(
             "SELECT run_id, agent_id, thread_id, state FROM runs WHERE run_id = $1 AND (expires_at IS NULL OR expires_at > $2)",
@@ -338,23 +311,60 @@ impl Store for SqlStore {
         .transpose()
     }
 
-    async fn append_events(
-        &self,
-        run_id: &str,
-        events: &[(u64, String)],
-    ) -> Result<(), StoreError> {
-        if events.is_empty() {
+    async fn write_log(&self, writes: &[LogWrite]) -> Result<(), StoreError> {
+        if writes.is_empty() {
             return Ok(());
         }
+        let start = self.sql(
+            "INSERT INTO runs (run_id, agent_id, thread_id, state, started_at) VALUES ($1, $2, $3, 'running', $4) \
+             ON CONFLICT (run_id) DO UPDATE SET state = 'running', finished_at = NULL, expires_at = NULL",
+        );
+        let chunk = self.sql("INSERT INTO run_event_chunks (run_id, first_seq, last_seq, frames) VALUES ($1, $2, $3, $4) ON CONFLICT (run_id, first_seq) DO NOTHING");
+        let finish = self.sql(
+            "UPDATE runs SET state = 'finished', finished_at = $1, expires_at = $2 WHERE run_id = $3",
+        );
+        let now = now_ms();
         let mut tx = self.write_tx().await?;
-        let sql = self.sql("INSERT INTO run_events (run_id, seq, frame) VALUES ($1, $2, $3) ON CONFLICT (run_id, seq) DO NOTHING");
-        for (seq, frame) in events {
-            sqlx::query(AssertSqlSafe(sql.clone()))
-                .bind(run_id)
-                .bind(*seq as i64)
-                .bind(frame.as_str())
-                .execute(&mut *tx)
-                .await?;
+        for w in writes {
+            match w {
+                LogWrite::Start(run) => {
+                    sqlx::query(AssertSqlSafe(start.clone()))
+                        .bind(&run.run_id)
+                        .bind(&run.agent_id)
+                        .bind(&run.thread_id)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                LogWrite::Frames { run_id, frames } if !frames.is_empty() => {
+                    // One row per write: `seq json` per line (serialised JSON never holds a
+                    // raw newline).
+                    let mut text =
+                        String::with_capacity(frames.iter().map(|(_, f)| f.len() + 12).sum());
+                    for (seq, frame) in frames {
+                        use std::fmt::Write;
+                        let _ = writeln!(text, "{seq} {frame}");
+                    }
+                    let first = frames.iter().map(|(s, _)| *s).min().unwrap_or(0);
+                    let last = frames.iter().map(|(s, _)| *s).max().unwrap_or(0);
+                    sqlx::query(AssertSqlSafe(chunk.clone()))
+                        .bind(&**run_id)
+                        .bind(first as i64)
+                        .bind(last as i64)
+                        .bind(text)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                LogWrite::Frames { .. } => {}
+                LogWrite::Finish { run_id, keep } => {
+                    sqlx::query(AssertSqlSafe(finish.clone()))
+                        .bind(now)
+                        .bind(now + ms(*keep))
+                        .bind(&**run_id)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
         }
         tx.commit().await?;
         Ok(())
@@ -365,23 +375,38 @@ impl Store for SqlStore {
         run_id: &str,
         after: u64,
     ) -> Result<Vec<(u64, String)>, StoreError> {
-        let sql = self
-            .sql("SELECT seq, frame FROM run_events WHERE run_id = $1 AND seq > $2 ORDER BY seq");
+        let sql = self.sql(
+            "SELECT frames FROM run_event_chunks WHERE run_id = $1 AND last_seq > $2 ORDER BY first_seq",
+        );
         let rows = sqlx::query(AssertSqlSafe(sql.clone()))
             .bind(run_id)
             .bind(after as i64)
             .fetch_all(&self.pool)
             .await?;
-        rows.into_iter()
-            .map(|r| Ok((r.try_get::<i64, _>(0)? as u64, r.try_get::<String, _>(1)?)))
-            .collect()
+        let mut out = Vec::new();
+        for r in rows {
+            let frames: String = r.try_get(0)?;
+            for line in frames.lines() {
+                let Some((seq, frame)) = line.split_once(' ') else {
+                    continue;
+                };
+                match seq.parse::<u64>() {
+                    Ok(seq) if seq > after => out.push((seq, frame.to_string())),
+                    _ => {}
+                }
+            }
+        }
+        // A frame written twice (a retried batch) counts once: the first copy.
+        out.sort_by_key(|(seq, _)| *seq);
+        out.dedup_by_key(|(seq, _)| *seq);
+        Ok(out)
     }
 
     async fn purge_expired(&self) -> Result<u64, StoreError> {
         let now = now_ms();
         let mut tx = self.write_tx().await?;
         let events = self.sql(
-            "DELETE FROM run_events WHERE run_id IN (SELECT run_id FROM runs WHERE expires_at IS NOT NULL AND expires_at < $1)",
+            "DELETE FROM run_event_chunks WHERE run_id IN (SELECT run_id FROM runs WHERE expires_at IS NOT NULL AND expires_at < $1)",
         );
         sqlx::query(AssertSqlSafe(events.clone()))
             .bind(now)

@@ -152,8 +152,26 @@ fn assert_no_nulls(v: &Value) {
     }
 }
 
+/// The event types in order, with a run of content or argument events of one message or call
+/// counted once: the gateway joins deltas that are already waiting, so how many events a
+/// burst of upstream chunks becomes depends on timing (`text` and `args_of` check contents).
 pub fn types(events: &[Value]) -> Vec<&str> {
-    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
+    let mut out: Vec<&str> = Vec::new();
+    let mut last_target: Option<&Value> = None;
+    for e in events {
+        let t = e["type"].as_str().unwrap();
+        let target = match t {
+            "TEXT_MESSAGE_CONTENT" | "REASONING_MESSAGE_CONTENT" => Some(&e["messageId"]),
+            "TOOL_CALL_ARGS" => Some(&e["toolCallId"]),
+            _ => None,
+        };
+        if target.is_some() && out.last() == Some(&t) && last_target == target {
+            continue;
+        }
+        last_target = target;
+        out.push(t);
+    }
+    out
 }
 
 pub fn of_type<'a>(events: &'a [Value], t: &str) -> Vec<&'a Value> {

@@ -1,0 +1,644 @@
+//! `agui-gateway bench`: measures what the gateway adds on the token path. It starts, on
+//! loopback, a fast fake upstream speaking OpenAI SSE (this process), the gateway as a child
+//! process (so its CPU time and memory are its own, read from `/proc`), and concurrent AG-UI
+//! clients (this process), then prints:
+//! - gateway CPU time per streamed token and per run;
+//! - relay latency added by the gateway (upstream write -> client read; one clock, as upstream
+//!   and clients share this process), p50 / p99;
+//! - unthrottled throughput through the gateway as a ratio to a client reading the upstream
+//!   directly;
+//! - peak RSS and RSS per concurrent run at 1, 100, 1,000 and 10,000 slow streaming runs;
+//! - time to first event.
+//!
+//! Figures only: nothing here asserts a timing (the machines are shared and noisy).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// Concurrent runs of the latency phase.
+    pub latency_runs: usize,
+    /// Tokens per reply in the latency phase.
+    pub latency_tokens: usize,
+    /// Upstream tokens per second per run in the latency phase.
+    pub latency_tps: u64,
+    /// Concurrent runs of the throughput phase.
+    pub throughput_runs: usize,
+    /// Tokens per reply in the throughput phase (sent as fast as possible).
+    pub throughput_tokens: usize,
+    /// The concurrency levels of the memory phase.
+    pub memory_levels: Vec<usize>,
+    /// The gateway binary (this executable by default).
+    pub gateway_bin: PathBuf,
+    /// The phases to run: `latency`, `throughput`, `memory`.
+    pub phases: Vec<String>,
+}
+
+impl Default for BenchOptions {
+    fn default() -> Self {
+        Self {
+            latency_runs: 100,
+            latency_tokens: 100,
+            latency_tps: 20,
+            throughput_runs: 8,
+            throughput_tokens: 4000,
+            memory_levels: vec![1, 100, 1_000, 10_000],
+            gateway_bin: std::env::current_exe().unwrap_or_else(|_| "agui-gateway".into()),
+            phases: vec!["latency".into(), "throughput".into(), "memory".into()],
+        }
+    }
+}
+
+/// How the fake upstream answers: tokens per reply and per second (0: as fast as it can).
+#[derive(Debug)]
+struct Upstream {
+    tokens: AtomicU64,
+    tps: AtomicU64,
+    /// The clock token timestamps are taken on.
+    epoch: Instant,
+}
+
+fn chunk(content: &str) -> Bytes {
+    let v = json!({"id": "b", "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": null}]});
+    Bytes::from(format!("data: {v}\n\n"))
+}
+
+async fn chat(State(up): State<Arc<Upstream>>, _body: Bytes) -> Response {
+    let tokens = up.tokens.load(Ordering::Relaxed);
+    let tps = up.tps.load(Ordering::Relaxed);
+    let up = Arc::clone(&up);
+    let stream = async_stream::stream! {
+        let mut tick = (tps > 0).then(|| tokio::time::interval(Duration::from_nanos(1_000_000_000 / tps)));
+        for _ in 0..tokens {
+            if let Some(t) = tick.as_mut() {
+                t.tick().await;
+            }
+            // Each token carries the time it was written, for the relay latency.
+            let nanos = up.epoch.elapsed().as_nanos();
+            yield Ok::<Bytes, std::convert::Infallible>(chunk(&format!(" t{nanos}")));
+        }
+        let end = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+        let usage = json!({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": tokens, "total_tokens": 10 + tokens}});
+        yield Ok(Bytes::from(format!("data: {end}\n\ndata: {usage}\n\ndata: [DONE]\n\n")));
+    };
+    let mut resp = Body::from_stream(stream).into_response();
+    resp.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("text/event-stream"),
+    );
+    resp
+}
+
+/// Serves the fake upstream over HTTP/1.1 and HTTP/2 (h2c), with HTTP/2 limits raised so
+/// one connection can carry every run of the memory phase.
+async fn serve_upstream(listener: tokio::net::TcpListener, app: axum::Router) {
+    let mut builder =
+        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+    builder
+        .http2()
+        .max_concurrent_streams(100_000)
+        .max_pending_accept_reset_streams(100_000)
+        .max_local_error_reset_streams(None);
+    loop {
+        let Ok((tcp, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = tcp.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let builder = builder.clone();
+        tokio::spawn(async move {
+            let _ = builder
+                .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
+                .await;
+        });
+    }
+}
+
+/// What one client saw.
+#[derive(Debug, Default)]
+struct ClientStats {
+    tokens: u64,
+    /// Events (or upstream chunks) that carried tokens.
+    carriers: u64,
+    latencies_ns: Vec<u64>,
+    first_event: Option<Duration>,
+    first_token: Option<Duration>,
+    failed: Option<String>,
+}
+
+/// Streams one run and times its tokens. `direct` reads the upstream's own SSE instead.
+async fn client(
+    http: reqwest::Client,
+    url: String,
+    body: Value,
+    epoch: Instant,
+    direct: bool,
+    first_token: Option<Arc<tokio::sync::Semaphore>>,
+) -> ClientStats {
+    let mut stats = ClientStats::default();
+    let start = Instant::now();
+    let resp = match http.post(&url).json(&body).send().await {
+        Ok(r) if r.status().is_success() => r,
+        Ok(r) => {
+            stats.failed = Some(format!("HTTP {}", r.status()));
+            return stats;
+        }
+        Err(e) => {
+            stats.failed = Some(e.to_string());
+            return stats;
+        }
+    };
+    let mut events = resp.bytes_stream().eventsource();
+    let mut signalled = false;
+    while let Some(ev) = events.next().await {
+        let Ok(ev) = ev else {
+            stats.failed = Some("stream broke".into());
+            break;
+        };
+        if stats.first_event.is_none() {
+            stats.first_event = Some(start.elapsed());
+        }
+        if ev.data == "[DONE]" {
+            break;
+        }
+        let Ok(v) = serde_json::from_str::<Value>(&ev.data) else {
+            continue;
+        };
+        let delta = if direct {
+            v.pointer("/choices/0/delta/content")
+                .and_then(Value::as_str)
+        } else {
+            match v["type"].as_str() {
+                Some("TEXT_MESSAGE_CONTENT") => v["delta"].as_str(),
+                Some("RUN_ERROR") => {
+                    stats.failed = Some(format!("RUN_ERROR {}", v["code"]));
+                    None
+                }
+                _ => None,
+            }
+        };
+        if let Some(d) = delta {
+            stats.carriers += 1;
+            let now = epoch.elapsed().as_nanos() as u64;
+            for t in d.split_whitespace() {
+                if let Some(sent) = t.strip_prefix('t').and_then(|n| n.parse::<u64>().ok()) {
+                    stats.tokens += 1;
+                    stats.latencies_ns.push(now.saturating_sub(sent));
+                }
+            }
+            if stats.first_token.is_none() {
+                stats.first_token = Some(start.elapsed());
+                if let Some(s) = &first_token
+                    && !signalled
+                {
+                    s.add_permits(1);
+                    signalled = true;
+                }
+            }
+        }
+    }
+    stats
+}
+
+/// CPU time (user + system) and RSS of a process, from `/proc`.
+#[derive(Debug, Clone, Copy, Default)]
+struct ProcSample {
+    cpu: Duration,
+    rss_kib: u64,
+    peak_kib: u64,
+}
+
+fn sample(pid: u32) -> ProcSample {
+    let ticks = 100.0; // USER_HZ on Linux
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let num = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // After the command name: state is field 0; utime and stime are fields 11 and 12.
+    let cpu = Duration::from_secs_f64((num(11) + num(12)) / ticks);
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib = |key: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    ProcSample {
+        cpu,
+        rss_kib: kib("VmRSS:"),
+        peak_kib: kib("VmHWM:"),
+    }
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// Raises the open-file limit to its hard maximum (10,000 runs need about 20,000 sockets in
+/// each process); returns the limit in force.
+fn raise_fd_limit(want: u64) -> u64 {
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed to them.
+    unsafe {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 1024;
+        }
+        let target = want.max(lim.rlim_cur);
+        let raised = libc::rlimit {
+            rlim_cur: target,
+            rlim_max: target.max(lim.rlim_max),
+        };
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+            return target;
+        }
+        let capped = libc::rlimit {
+            rlim_cur: lim.rlim_max,
+            rlim_max: lim.rlim_max,
+        };
+        libc::setrlimit(libc::RLIMIT_NOFILE, &capped);
+        lim.rlim_max
+    }
+}
+
+struct Gateway {
+    child: tokio::process::Child,
+    addr: SocketAddr,
+    _dir: PathBuf,
+}
+
+impl Gateway {
+    async fn start(bin: &PathBuf, upstream: SocketAddr) -> anyhow::Result<Gateway> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
+        let dir =
+            std::env::temp_dir().join(format!("agui-bench-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir)?;
+        let config = format!(
+            r#"listen = "{addr}"
+data_dir = "{data}"
+[server]
+channel_capacity = 64
+max_body_bytes = 1048576
+[[agents]]
+id = "bench"
+[agents.model]
+provider = "openai"
+model_id = "bench-model"
+base_url = "http://{upstream}/v1"
+max_retries = 0
+[[agents]]
+id = "bench-h2"
+[agents.model]
+provider = "openai"
+model_id = "bench-model"
+base_url = "http://{upstream}/v1"
+max_retries = 0
+http2_prior_knowledge = true
+"#,
+            data = dir.display()
+        );
+        let path = dir.join("bench.toml");
+        std::fs::write(&path, config)?;
+        let child = tokio::process::Command::new(bin)
+            .arg("serve")
+            .arg("--config")
+            .arg(&path)
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.join("gateway.log"))?)
+            .kill_on_drop(true)
+            .spawn()?;
+        let http = reqwest::Client::new();
+        for _ in 0..200 {
+            if http
+                .get(format!("http://{addr}/healthz"))
+                .send()
+                .await
+                .is_ok()
+            {
+                return Ok(Gateway {
+                    child,
+                    addr,
+                    _dir: dir,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        anyhow::bail!("the gateway did not start on {addr}")
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id().unwrap_or(0)
+    }
+
+    async fn active_runs(&self) -> u64 {
+        let Ok(r) = reqwest::get(format!("http://{}/healthz", self.addr)).await else {
+            return u64::MAX;
+        };
+        r.json::<Value>()
+            .await
+            .ok()
+            .and_then(|v| v["activeRuns"].as_u64())
+            .unwrap_or(u64::MAX)
+    }
+}
+
+fn run_body(i: usize) -> Value {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    json!({
+        "threadId": format!("bench-{i}-{id}"),
+        "runId": format!("run-{id}"),
+        "messages": [{"id": "u1", "role": "user", "content": "go"}],
+        "tools": [], "context": [], "state": {}, "forwardedProps": {}
+    })
+}
+
+/// Runs `n` clients at once and gathers what they saw.
+async fn wave(
+    http: &reqwest::Client,
+    url: &str,
+    n: usize,
+    epoch: Instant,
+    direct: bool,
+) -> Vec<ClientStats> {
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let body = if direct {
+                json!({"model": "m", "stream": true, "messages": []})
+            } else {
+                run_body(i)
+            };
+            tokio::spawn(client(
+                http.clone(),
+                url.to_string(),
+                body,
+                epoch,
+                direct,
+                None,
+            ))
+        })
+        .collect();
+    let mut out = Vec::new();
+    for t in tasks {
+        out.push(t.await.unwrap_or_default());
+    }
+    out
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// Runs every phase and prints the figures.
+pub async fn run(opts: BenchOptions) -> anyhow::Result<()> {
+    let max_level = opts.memory_levels.iter().copied().max().unwrap_or(0) as u64;
+    let fd_limit = raise_fd_limit(max_level * 2 + 1024);
+    let epoch = Instant::now();
+    let up = Arc::new(Upstream {
+        tokens: AtomicU64::new(0),
+        tps: AtomicU64::new(0),
+        epoch,
+    });
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(chat))
+        .with_state(Arc::clone(&up));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let upstream = listener.local_addr()?;
+    tokio::spawn(serve_upstream(listener, app));
+    let gw = Gateway::start(&opts.gateway_bin, upstream).await?;
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()?;
+    let url = format!("http://{}/agents/bench/agui", gw.addr);
+    let direct_url = format!("http://{upstream}/v1/chat/completions");
+    println!(
+        "agui-gateway bench: gateway pid {} on {}, upstream {upstream}, open-file limit {fd_limit}",
+        gw.pid(),
+        gw.addr
+    );
+    println!("gateway log: {}", gw._dir.join("gateway.log").display());
+    println!("(2 cores shared with the upstream and the clients; figures vary between runs)\n");
+
+    // Warm-up.
+    up.tokens.store(20, Ordering::Relaxed);
+    up.tps.store(0, Ordering::Relaxed);
+    wave(&http, &url, 4, epoch, false).await;
+
+    // 1. Latency, CPU per token and time to first event at `latency_runs` concurrent runs.
+    if opts.phases.iter().any(|p| p == "latency") {
+        up.tokens
+            .store(opts.latency_tokens as u64, Ordering::Relaxed);
+        up.tps.store(opts.latency_tps, Ordering::Relaxed);
+        let before = sample(gw.pid());
+        let stats = wave(&http, &url, opts.latency_runs, epoch, false).await;
+        let after = sample(gw.pid());
+        let failed = stats.iter().filter(|s| s.failed.is_some()).count();
+        let tokens: u64 = stats.iter().map(|s| s.tokens).sum();
+        let mut lat: Vec<u64> = stats
+            .iter()
+            .flat_map(|s| s.latencies_ns.iter().copied())
+            .collect();
+        lat.sort_unstable();
+        let mut ttfe: Vec<u64> = stats
+            .iter()
+            .filter_map(|s| s.first_event.map(|d| d.as_nanos() as u64))
+            .collect();
+        ttfe.sort_unstable();
+        let mut ttft: Vec<u64> = stats
+            .iter()
+            .filter_map(|s| s.first_token.map(|d| d.as_nanos() as u64))
+            .collect();
+        ttft.sort_unstable();
+        let cpu = after.cpu.saturating_sub(before.cpu);
+        // The same load read directly from the upstream: the latency the gateway did not add.
+        let direct = wave(&http, &direct_url, opts.latency_runs, epoch, true).await;
+        let mut dlat: Vec<u64> = direct
+            .iter()
+            .flat_map(|s| s.latencies_ns.iter().copied())
+            .collect();
+        dlat.sort_unstable();
+        let added =
+            |p: f64| Duration::from_nanos(percentile(&lat, p).saturating_sub(percentile(&dlat, p)));
+        println!(
+            "## {} concurrent runs, {} tokens each at {} tokens/s",
+            opts.latency_runs, opts.latency_tokens, opts.latency_tps
+        );
+        println!("runs failed:                   {failed}");
+        println!("tokens relayed:                {tokens}");
+        println!(
+            "gateway CPU per token:         {:.1} µs",
+            cpu.as_secs_f64() * 1e6 / tokens.max(1) as f64
+        );
+        println!(
+            "gateway CPU per run:           {:.2} ms",
+            cpu.as_secs_f64() * 1e3 / opts.latency_runs.max(1) as f64
+        );
+        println!(
+            "relay latency via gateway:     p50 {}  p99 {}",
+            ms(Duration::from_nanos(percentile(&lat, 0.5))),
+            ms(Duration::from_nanos(percentile(&lat, 0.99)))
+        );
+        println!(
+            "latency reading upstream:      p50 {}  p99 {}",
+            ms(Duration::from_nanos(percentile(&dlat, 0.5))),
+            ms(Duration::from_nanos(percentile(&dlat, 0.99)))
+        );
+        println!(
+            "added by the gateway:          p50 {}  p99 {}   (target p99 < 1 ms)",
+            ms(added(0.5)),
+            ms(added(0.99))
+        );
+        println!(
+            "time to first event:           p50 {}  p99 {}",
+            ms(Duration::from_nanos(percentile(&ttfe, 0.5))),
+            ms(Duration::from_nanos(percentile(&ttfe, 0.99)))
+        );
+        println!(
+            "time to first token:           p50 {}  p99 {}\n",
+            ms(Duration::from_nanos(percentile(&ttft, 0.5))),
+            ms(Duration::from_nanos(percentile(&ttft, 0.99)))
+        );
+    }
+    // 2. Unthrottled throughput: through the gateway vs straight from the upstream.
+    if opts.phases.iter().any(|p| p == "throughput") {
+        up.tokens
+            .store(opts.throughput_tokens as u64, Ordering::Relaxed);
+        up.tps.store(0, Ordering::Relaxed);
+        let t = Instant::now();
+        let direct = wave(&http, &direct_url, opts.throughput_runs, epoch, true).await;
+        let direct_rate =
+            direct.iter().map(|s| s.tokens).sum::<u64>() as f64 / t.elapsed().as_secs_f64();
+        let before = sample(gw.pid());
+        let t = Instant::now();
+        let via = wave(&http, &url, opts.throughput_runs, epoch, false).await;
+        let via_rate = via.iter().map(|s| s.tokens).sum::<u64>() as f64 / t.elapsed().as_secs_f64();
+        let cpu = sample(gw.pid()).cpu.saturating_sub(before.cpu);
+        let via_tokens = via.iter().map(|s| s.tokens).sum::<u64>();
+        println!(
+            "## throughput, {} runs x {} tokens, unthrottled",
+            opts.throughput_runs, opts.throughput_tokens
+        );
+        println!("reading the upstream directly: {direct_rate:.0} tokens/s");
+        println!("through the gateway:           {via_rate:.0} tokens/s");
+        println!(
+            "ratio:                         {:.2}   (target >= 0.9)",
+            via_rate / direct_rate.max(1.0)
+        );
+        println!(
+            "gateway CPU per token:         {:.1} µs",
+            cpu.as_secs_f64() * 1e6 / via_tokens.max(1) as f64
+        );
+        println!(
+            "tokens per content event:      {:.1}   (deltas already waiting are joined)\n",
+            via_tokens as f64 / via.iter().map(|s| s.carriers).sum::<u64>().max(1) as f64
+        );
+    }
+    // 3. Memory at each concurrency level: slow runs, all streaming at once; the upstream
+    // reached over HTTP/1.1 (a connection per run, as with a local vLLM) and over HTTP/2 (one
+    // shared connection, as with HTTPS upstreams, which negotiate it).
+    if opts.phases.iter().any(|p| p == "memory") {
+        println!("## memory, slow streaming runs (1 token/s)");
+        println!(
+            "{:>8}  {:>9}  {:>10}  {:>10}  {:>12}  {:>9}",
+            "runs", "upstream", "RSS", "peak RSS", "RSS per run", "no stream"
+        );
+        up.tokens.store(100_000, Ordering::Relaxed);
+        up.tps.store(1, Ordering::Relaxed);
+        for &n in &opts.memory_levels {
+            for (agent, label, fds_per_run) in
+                [("bench", "HTTP/1.1", 2u64), ("bench-h2", "HTTP/2", 1u64)]
+            {
+                // The gateway holds a client socket (and, over HTTP/1.1, an upstream one)
+                // per run.
+                if (n as u64) * fds_per_run + 256 > fd_limit {
+                    println!(
+                        "{n:>8}  {label:>9}  skipped: the open-file limit {fd_limit} is too low"
+                    );
+                    continue;
+                }
+                let url = format!("http://{}/agents/{agent}/agui", gw.addr);
+                let idle = sample(gw.pid());
+                let started = Arc::new(tokio::sync::Semaphore::new(0));
+                let tasks: Vec<_> = (0..n)
+                    .map(|i| {
+                        tokio::spawn(client(
+                            http.clone(),
+                            url.clone(),
+                            run_body(i),
+                            epoch,
+                            false,
+                            Some(Arc::clone(&started)),
+                        ))
+                    })
+                    .collect();
+                // Every run has streamed a token: all are live at once.
+                let all =
+                    tokio::time::timeout(Duration::from_secs(120), started.acquire_many(n as u32))
+                        .await;
+                let s = sample(gw.pid());
+                let streamed = match all {
+                    Ok(Ok(_)) => n,
+                    _ => started.available_permits(),
+                };
+                let per_run = s.rss_kib.saturating_sub(idle.rss_kib) as f64 / n as f64;
+                for t in &tasks {
+                    t.abort();
+                }
+                for t in tasks {
+                    let _ = t.await;
+                }
+                println!(
+                    "{n:>8}  {label:>9}  {:>7.1} MB  {:>7.1} MB  {:>9.1} KiB  {:>9}",
+                    s.rss_kib as f64 / 1024.0,
+                    s.peak_kib as f64 / 1024.0,
+                    per_run,
+                    n - streamed
+                );
+                // The clients left: the gateway cancels their runs.
+                for _ in 0..600 {
+                    if gw.active_runs().await == 0 {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+    let last = sample(gw.pid());
+    println!(
+        "\npeak RSS of the gateway: {:.1} MB (target: 10,000 runs under 300 MB)",
+        last.peak_kib as f64 / 1024.0
+    );
+    Ok(())
+}
