@@ -53,7 +53,7 @@ impl Default for BenchOptions {
             latency_tokens: 100,
             latency_tps: 20,
             throughput_runs: 8,
-            throughput_tokens: 4000,
+            throughput_tokens: 20_000,
             memory_levels: vec![1, 100, 1_000, 10_000],
             gateway_bin: std::env::current_exe().unwrap_or_else(|_| "agui-gateway".into()),
             phases: vec!["latency".into(), "throughput".into(), "memory".into()],
@@ -488,8 +488,6 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<()> {
             .flat_map(|s| s.latencies_ns.iter().copied())
             .collect();
         dlat.sort_unstable();
-        let added =
-            |p: f64| Duration::from_nanos(percentile(&lat, p).saturating_sub(percentile(&dlat, p)));
         println!(
             "## {} concurrent runs, {} tokens each at {} tokens/s",
             opts.latency_runs, opts.latency_tokens, opts.latency_tps
@@ -504,8 +502,10 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<()> {
             "gateway CPU per run:           {:.2} ms",
             cpu.as_secs_f64() * 1e3 / opts.latency_runs.max(1) as f64
         );
+        // Upstream write -> client read through the gateway: the gateway's addition is at most
+        // this (the direct figure shows what the loopback and the reader cost alone).
         println!(
-            "relay latency via gateway:     p50 {}  p99 {}",
+            "relay latency via gateway:     p50 {}  p99 {}   (bounds what it adds; target p99 < 1 ms)",
             ms(Duration::from_nanos(percentile(&lat, 0.5))),
             ms(Duration::from_nanos(percentile(&lat, 0.99)))
         );
@@ -513,11 +513,6 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<()> {
             "latency reading upstream:      p50 {}  p99 {}",
             ms(Duration::from_nanos(percentile(&dlat, 0.5))),
             ms(Duration::from_nanos(percentile(&dlat, 0.99)))
-        );
-        println!(
-            "added by the gateway:          p50 {}  p99 {}   (target p99 < 1 ms)",
-            ms(added(0.5)),
-            ms(added(0.99))
         );
         println!(
             "time to first event:           p50 {}  p99 {}",
