@@ -35,9 +35,9 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::http::{HeaderValue, Method};
+use axum::http::{HeaderName, HeaderValue, Method, header};
 use axum::routing::{get, post};
-use tower_http::cors::{AllowOrigin, Any, CorsLayer};
+use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::trace::TraceLayer;
 
 use agent::Agent;
@@ -177,7 +177,16 @@ pub fn router(state: AppState) -> Router {
             Method::DELETE,
             Method::OPTIONS,
         ])
-        .allow_headers(Any);
+        // Listed, not `*`: a wildcard does not cover `Authorization` in browsers.
+        .allow_headers([
+            header::CONTENT_TYPE,
+            header::ACCEPT,
+            header::AUTHORIZATION,
+            header::CACHE_CONTROL,
+            HeaderName::from_static("x-api-key"),
+            HeaderName::from_static("last-event-id"),
+        ])
+        .expose_headers([header::RETRY_AFTER]);
     Router::new()
         .route("/healthz", get(api::health::healthz))
         .route("/agents", get(api::health::agents))
@@ -191,6 +200,10 @@ pub fn router(state: AppState) -> Router {
         .merge(api::web::routes())
         .merge(api::memory::routes(Arc::clone(&state.store)))
         .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            api::auth::require,
+        ))
         .layer(cors)
         .layer(TraceLayer::new_for_http())
         .with_state(state)

@@ -61,6 +61,9 @@ enum Command {
     /// `type = "mcp"` entries.
     #[command(hide = true)]
     McpDemoServer,
+    /// Read an API key on stdin and print its SHA-256, for `sha256 = "..."` in `[[auth.keys]]`
+    /// (the key itself never goes in the config).
+    HashKey,
 }
 
 #[tokio::main]
@@ -99,6 +102,15 @@ async fn main() -> std::process::ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::McpDemoServer => Ok(agui_gateway::tools::mcp_demo::serve_stdio().await?),
+        Command::HashKey => {
+            let mut key = String::new();
+            std::io::stdin().read_line(&mut key)?;
+            let key = key.trim_end_matches(['\r', '\n']);
+            anyhow::ensure!(key.len() >= 16, "an API key needs at least 16 characters");
+            let hash = agui_gateway::config::auth::hash_key(key);
+            println!("{}", agui_gateway::config::auth::hex(&hash));
+            Ok(())
+        }
         Command::Bench {
             quick,
             runs,

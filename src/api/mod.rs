@@ -1,6 +1,7 @@
 //! HTTP routers and the one error type they answer with.
 
 pub mod agui;
+pub mod auth;
 pub mod health;
 pub mod memory;
 pub mod ml;
@@ -34,6 +35,12 @@ pub enum ApiError {
     /// The server is shutting down and takes no new runs.
     #[error("the gateway is shutting down; retry on another instance")]
     ShuttingDown,
+    /// No valid API key.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// The key may not do this.
+    #[error("{0}")]
+    Forbidden(String),
     /// A server fault.
     #[error("internal error")]
     Internal(String),
@@ -46,6 +53,8 @@ impl IntoResponse for ApiError {
             ApiError::BadRequest { .. } => (StatusCode::BAD_REQUEST, "invalid_request"),
             ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             ApiError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
+            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             ApiError::Internal(detail) => {
                 tracing::error!(%detail, "internal error");
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal_error")
@@ -63,6 +72,12 @@ impl IntoResponse for ApiError {
             resp.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        if status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
             );
         }
         resp

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+pub mod auth;
 mod model;
 mod tools;
 
@@ -76,6 +77,8 @@ struct FileConfig {
     agents: Vec<AgentFile>,
     #[serde(default)]
     secrets: SecretsFile,
+    #[serde(default)]
+    auth: auth::AuthFile,
 }
 
 /// Where the master key that seals stored credentials comes from.
@@ -212,6 +215,8 @@ pub struct ServerSettings {
     pub max_detached_secs: u64,
     /// On shutdown, how long active runs may go on before they end with `SHUTDOWN`.
     pub shutdown_grace_secs: u64,
+    /// API keys (hashes); none: no authentication.
+    pub api_keys: Vec<auth::ApiKey>,
 }
 
 impl Default for ServerSettings {
@@ -228,6 +233,7 @@ impl Default for ServerSettings {
             max_detached_runs: 100,
             max_detached_secs: 600,
             shutdown_grace_secs: 30,
+            api_keys: Vec::new(),
         }
     }
 }
@@ -477,6 +483,7 @@ impl Config {
             max_detached_runs: s.max_detached_runs.unwrap_or(d.max_detached_runs),
             max_detached_secs: s.max_detached_secs.unwrap_or(d.max_detached_secs).max(1),
             shutdown_grace_secs: s.shutdown_grace_secs.unwrap_or(d.shutdown_grace_secs),
+            api_keys: auth::resolve(raw.auth, env).map_err(|(k, p)| err(k, p))?,
         };
 
         let md = crate::model::media::MediaPolicy::default();
