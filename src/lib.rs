@@ -60,6 +60,8 @@ pub struct AppInner {
     pub search: Arc<tools::search::SearchService>,
     /// Threads, thread leases and run event logs (SQLite, or PostgreSQL shared by gateways).
     pub store: Arc<dyn store::Store>,
+    /// Admission of new runs (global and per-key limits).
+    pub limiter: Arc<runs::limits::Limiter>,
     /// The run event logs' writer (one per gateway, group commit).
     pub event_log: runs::eventlog::LogWriter,
     /// This process's identity in thread leases.
@@ -138,6 +140,7 @@ impl AppState {
             settings: config.server.clone(),
             search,
             event_log: runs::eventlog::LogWriter::spawn(Arc::clone(&store)),
+            limiter: runs::limits::Limiter::new(config.server.max_concurrent_runs),
             store,
             gateway_id: format!("gw-{}", uuid::Uuid::new_v4().simple()),
             data_dir: config.data_dir.clone(),

@@ -15,15 +15,6 @@ fn stall() -> Reply {
 }
 
 /// Reads raw body bytes until `needle` shows up.
-async fn read_until(resp: &mut reqwest::Response, needle: &str) -> String {
-    let mut seen = String::new();
-    while !seen.contains(needle) {
-        let chunk = resp.chunk().await.unwrap().expect("stream ended early");
-        seen.push_str(&String::from_utf8_lossy(&chunk));
-    }
-    seen
-}
-
 #[tokio::test]
 async fn a_client_disconnect_cancels_the_upstream_request() {
     let up = FakeOpenAi::start(vec![stall()]).await;

@@ -3,6 +3,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -21,11 +22,13 @@ use crate::protocol::input;
 use crate::protocol::input::RunAgentInput;
 use crate::runs::Emitter;
 use crate::runs::RunManager;
+use crate::runs::limits::{Refused, RunPermit};
 
 /// The handler.
 pub async fn run_agent(
     State(state): State<AppState>,
     Path(agent_id): Path<String>,
+    caller: Option<axum::Extension<crate::api::auth::Caller>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     if state.runs.is_shutting_down() {
@@ -58,8 +61,44 @@ pub async fn run_agent(
         message: e.message,
     })?;
     check_tools(&agent, &input)?;
-    let started = start(&state, agent, input).await;
+    check_limits(&state, &input)?;
+    let permit = admit(&state, caller.as_deref()).map_err(refused)?;
+    let started = start(&state, agent, input, permit).await;
     Ok(sse_response(&state, started))
+}
+
+/// Takes a place for a new run under the gateway's and the caller's limits.
+pub(crate) fn admit(
+    state: &AppState,
+    caller: Option<&crate::api::auth::Caller>,
+) -> Result<RunPermit, Refused> {
+    let key = caller.map(|c| (c.name.as_str(), c.max_runs));
+    state.limiter.admit(key).inspect_err(|r| {
+        tracing::info!(refused = %r, "run not admitted");
+    })
+}
+
+/// The answer to a run that was not admitted.
+pub(crate) fn refused(r: Refused) -> ApiError {
+    match r {
+        Refused::Gateway(_) => ApiError::Overloaded(r.to_string()),
+        Refused::Key(..) => ApiError::TooManyRuns(r.to_string()),
+    }
+}
+
+/// Refuses requests past the configured size limits.
+pub(crate) fn check_limits(state: &AppState, input: &RunAgentInput) -> Result<(), ApiError> {
+    let max = state.settings.max_messages;
+    if input.messages.len() > max {
+        return Err(ApiError::BadRequest {
+            field: "messages".into(),
+            message: format!(
+                "{} messages is more than this gateway takes in one request ({max}); send fewer (the thread's store keeps history)",
+                input.messages.len()
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// Refuses frontend tools named like one of the agent's backend tools.
@@ -103,7 +142,12 @@ impl Started {
 }
 
 /// Registers the run (one per thread, across gateways) and spawns its loop.
-pub(crate) async fn start(state: &AppState, agent: Arc<Agent>, input: RunAgentInput) -> Started {
+pub(crate) async fn start(
+    state: &AppState,
+    agent: Arc<Agent>,
+    input: RunAgentInput,
+    permit: RunPermit,
+) -> Started {
     let (done_tx, done) = oneshot::channel();
     let failed = |code: &str, message: String| Report {
         error: Some((code.to_string(), message)),
@@ -133,9 +177,24 @@ pub(crate) async fn start(state: &AppState, agent: Arc<Agent>, input: RunAgentIn
         Ok(guard) => {
             let state = state.clone();
             tokio::spawn(async move {
+                let _permit = permit;
                 let _guard = guard;
                 let cancel = _guard.cancel.clone();
-                let mut emitter = emitter.with_closing_flag(Arc::clone(&_guard.closing));
+                // The wall-clock limit cancels the run and names the reason.
+                let limit = state.settings.max_run_secs;
+                let timed_out = Arc::new(AtomicBool::new(false));
+                let timer = tokio::spawn({
+                    let (cancel, timed_out) = (cancel.clone(), Arc::clone(&timed_out));
+                    async move {
+                        tokio::time::sleep(Duration::from_secs(limit)).await;
+                        timed_out.store(true, Ordering::SeqCst);
+                        cancel.cancel();
+                    }
+                });
+                let _timer = AbortOnDrop(timer);
+                let mut emitter = emitter
+                    .with_closing_flag(Arc::clone(&_guard.closing))
+                    .with_timeout_flag(timed_out, limit);
                 // The lease holds the thread across gateways sharing a store.
                 match Lease::take(&state, &agent.id, &input.thread_id, &input.run_id).await {
                     Taken::Unavailable(message) => {
@@ -473,4 +532,13 @@ pub async fn run_events(
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     Ok(resp)
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

@@ -64,7 +64,12 @@ fn find<'a>(keys: &'a [ApiKey], token: &str) -> Option<&'a ApiKey> {
 
 /// The key a request was let in with, for handlers and logs.
 #[derive(Debug, Clone)]
-pub struct Caller(pub String);
+pub struct Caller {
+    /// The key's name.
+    pub name: String,
+    /// Its own limit of concurrent runs.
+    pub max_runs: Option<usize>,
+}
 
 /// The middleware.
 pub async fn require(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
@@ -101,7 +106,10 @@ pub async fn require(State(state): State<AppState>, mut req: Request, next: Next
         tracing::info!(key = %key.name, path = %req.uri().path(), "refused: not allowed");
         return ApiError::Forbidden(message).into_response();
     }
-    req.extensions_mut().insert(Caller(key.name.clone()));
+    req.extensions_mut().insert(Caller {
+        name: key.name.clone(),
+        max_runs: key.max_concurrent_runs,
+    });
     next.run(req).await
 }
 

@@ -35,6 +35,12 @@ pub enum ApiError {
     /// The server is shutting down and takes no new runs.
     #[error("the gateway is shutting down; retry on another instance")]
     ShuttingDown,
+    /// The caller's key has its limit of runs going.
+    #[error("{0}")]
+    TooManyRuns(String),
+    /// The gateway is at its limit of runs.
+    #[error("{0}")]
+    Overloaded(String),
     /// No valid API key.
     #[error("{0}")]
     Unauthorized(String),
@@ -54,6 +60,8 @@ impl IntoResponse for ApiError {
             ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             ApiError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::TooManyRuns(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_runs"),
+            ApiError::Overloaded(_) => (StatusCode::SERVICE_UNAVAILABLE, "overloaded"),
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             ApiError::Internal(detail) => {
                 tracing::error!(%detail, "internal error");
@@ -68,7 +76,10 @@ impl IntoResponse for ApiError {
             }
         }
         let mut resp = (status, Json(json!({ "error": error }))).into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
+        if matches!(
+            status,
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
+        ) {
             resp.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from_static("1"),

@@ -24,6 +24,8 @@ struct KeyFile {
     agents: Option<Vec<String>>,
     #[serde(default)]
     admin: bool,
+    #[serde(default)]
+    max_concurrent_runs: Option<usize>,
 }
 
 /// One API key: its hash, never the key.
@@ -37,6 +39,8 @@ pub struct ApiKey {
     pub agents: Vec<String>,
     /// May register agents, models and connectors, ingest documents and read memory.
     pub admin: bool,
+    /// At most this many runs at once with this key (beyond: 429 with Retry-After).
+    pub max_concurrent_runs: Option<usize>,
 }
 
 impl std::fmt::Debug for ApiKey {
@@ -114,6 +118,7 @@ pub(super) fn resolve(
             hash,
             agents: k.agents.unwrap_or_else(|| vec!["*".into()]),
             admin: k.admin,
+            max_concurrent_runs: k.max_concurrent_runs.map(|n| n.max(1)),
         });
     }
     Ok(keys)

@@ -117,6 +117,9 @@ struct ServerFile {
     model_idle_timeout_secs: Option<u64>,
     #[serde(default)]
     cors_origins: Option<Vec<String>>,
+    max_concurrent_runs: Option<usize>,
+    max_messages: Option<usize>,
+    max_run_secs: Option<u64>,
     shutdown_grace_secs: Option<u64>,
 }
 
@@ -217,6 +220,12 @@ pub struct ServerSettings {
     pub shutdown_grace_secs: u64,
     /// API keys (hashes); none: no authentication.
     pub api_keys: Vec<auth::ApiKey>,
+    /// At most this many runs at once on this gateway (beyond: 503 with Retry-After).
+    pub max_concurrent_runs: usize,
+    /// At most this many messages in one request.
+    pub max_messages: usize,
+    /// A run's wall-clock limit; past it the run ends with `RUN_ERROR` code `RUN_TIMEOUT`.
+    pub max_run_secs: u64,
 }
 
 impl Default for ServerSettings {
@@ -234,6 +243,9 @@ impl Default for ServerSettings {
             max_detached_secs: 600,
             shutdown_grace_secs: 30,
             api_keys: Vec::new(),
+            max_concurrent_runs: 10_000,
+            max_messages: 10_000,
+            max_run_secs: 3_600,
         }
     }
 }
@@ -484,6 +496,12 @@ impl Config {
             max_detached_secs: s.max_detached_secs.unwrap_or(d.max_detached_secs).max(1),
             shutdown_grace_secs: s.shutdown_grace_secs.unwrap_or(d.shutdown_grace_secs),
             api_keys: auth::resolve(raw.auth, env).map_err(|(k, p)| err(k, p))?,
+            max_concurrent_runs: s
+                .max_concurrent_runs
+                .unwrap_or(d.max_concurrent_runs)
+                .max(1),
+            max_messages: s.max_messages.unwrap_or(d.max_messages).max(1),
+            max_run_secs: s.max_run_secs.unwrap_or(d.max_run_secs).max(1),
         };
 
         let md = crate::model::media::MediaPolicy::default();

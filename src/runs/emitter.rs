@@ -47,6 +47,8 @@ pub struct Emitter {
     closing: Option<Arc<AtomicBool>>,
     /// Raised when the server shuts down: a cancelled run then ends with `SHUTDOWN`.
     shutdown: Option<Arc<AtomicBool>>,
+    /// Raised when the run's wall-clock limit cancelled it.
+    timed_out: Option<(Arc<AtomicBool>, u64)>,
 }
 
 impl Emitter {
@@ -63,12 +65,19 @@ impl Emitter {
             client_gone: false,
             closing: None,
             shutdown: None,
+            timed_out: None,
         }
     }
 
     /// Reports cancellations as `SHUTDOWN` once `flag` is raised.
     pub fn with_shutdown_flag(mut self, flag: Arc<AtomicBool>) -> Self {
         self.shutdown = Some(flag);
+        self
+    }
+
+    /// Reports cancellations as `RUN_TIMEOUT` once `flag` is raised (the limit was `secs`).
+    pub fn with_timeout_flag(mut self, flag: Arc<AtomicBool>, secs: u64) -> Self {
+        self.timed_out = Some((flag, secs));
         self
     }
 
@@ -134,13 +143,24 @@ impl Emitter {
             return;
         }
         // A run cancelled because the server is going away: say so, so the client retries.
-        let (code, message) = match &self.shutdown {
-            Some(flag) if code == "CANCELLED" && flag.load(Ordering::SeqCst) => (
+        let raised = |f: &Option<Arc<AtomicBool>>| {
+            code == "CANCELLED" && f.as_ref().is_some_and(|f| f.load(Ordering::SeqCst))
+        };
+        let (code, message) = if raised(&self.shutdown) {
+            (
                 "SHUTDOWN",
                 "The gateway is shutting down; start the run again (another instance will take it)."
                     .to_string(),
-            ),
-            _ => (code, message.into()),
+            )
+        } else if let Some((flag, secs)) = &self.timed_out
+            && raised(&Some(Arc::clone(flag)))
+        {
+            (
+                "RUN_TIMEOUT",
+                format!("The run went past its limit of {secs} s and was stopped."),
+            )
+        } else {
+            (code, message.into())
         };
         if self.verifier.is_running() {
             for e in self.verifier.closers() {

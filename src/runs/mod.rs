@@ -2,6 +2,7 @@
 
 pub mod emitter;
 pub mod eventlog;
+pub mod limits;
 pub mod transcript;
 
 use std::sync::Arc;

@@ -155,6 +155,16 @@ fn assert_no_nulls(v: &Value) {
 /// The event types in order, with a run of content or argument events of one message or call
 /// counted once: the gateway joins deltas that are already waiting, so how many events a
 /// burst of upstream chunks becomes depends on timing (`text` and `args_of` check contents).
+/// Reads raw SSE text until `needle` has been seen; returns what was read.
+pub async fn read_until(resp: &mut reqwest::Response, needle: &str) -> String {
+    let mut seen = String::new();
+    while !seen.contains(needle) {
+        let chunk = resp.chunk().await.unwrap().expect("stream ended early");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    seen
+}
+
 pub fn types(events: &[Value]) -> Vec<&str> {
     let mut out: Vec<&str> = Vec::new();
     let mut last_target: Option<&Value> = None;

@@ -296,15 +296,17 @@ pub async fn execute(
     State(state): State<AppState>,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
+    caller: Option<axum::Extension<crate::api::auth::Caller>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, MlError> {
     let body = json_body(body)?;
     let agent = agent(&state, &id).await?;
     let prepared = prepare(&state, &agent, &body).await?;
+    let permit = admit(&state, caller.as_deref())?;
     if wants_async(query.as_deref()) {
-        return start_task(&state, agent, prepared).await;
+        return start_task(&state, agent, prepared, permit).await;
     }
-    let started = agui::start(&state, Arc::clone(&agent), prepared.input.clone()).await;
+    let started = agui::start(&state, Arc::clone(&agent), prepared.input.clone(), permit).await;
     let report = started.finish().await;
     Ok(Json(respond(&agent, &prepared, &report)?).into_response())
 }
@@ -326,6 +328,7 @@ async fn start_task(
     state: &AppState,
     agent: Arc<Agent>,
     prepared: Prepared,
+    permit: crate::runs::limits::RunPermit,
 ) -> Result<Response, MlError> {
     let task_id = new_doc_id();
     let doc = Doc::new(
@@ -334,7 +337,7 @@ async fn start_task(
         task_body(&agent.id, "RUNNING", crate::store::now_ms()),
     );
     state.store.put_doc(DocKind::Task, &doc).await?;
-    let started = agui::start(state, Arc::clone(&agent), prepared.input.clone()).await;
+    let started = agui::start(state, Arc::clone(&agent), prepared.input.clone(), permit).await;
     let memory_id = prepared.memory_id.clone();
     let store = Arc::clone(&state.store);
     tokio::spawn(async move {
@@ -379,6 +382,7 @@ pub async fn get_task(
 pub async fn execute_stream(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    caller: Option<axum::Extension<crate::api::auth::Caller>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, MlError> {
     let bytes = body.map_err(|e| {
@@ -395,14 +399,28 @@ pub async fn execute_stream(
         .any(|k| value.get(*k).is_some());
     let run = if is_agui {
         let run = input::parse(&bytes).map_err(|e| MlError::bad(e.field, e.message))?;
-        agui::check_tools(&agent, &run).map_err(|e| match e {
-            crate::api::ApiError::BadRequest { field, message } => MlError::bad(field, message),
-            other => MlError::Internal(other.to_string()),
-        })?;
+        agui::check_tools(&agent, &run)
+            .and_then(|()| agui::check_limits(&state, &run))
+            .map_err(|e| match e {
+                crate::api::ApiError::BadRequest { field, message } => MlError::bad(field, message),
+                other => MlError::Internal(other.to_string()),
+            })?;
         run
     } else {
         prepare(&state, &agent, &value).await?.input
     };
-    let started = agui::start(&state, agent, run).await;
+    let permit = admit(&state, caller.as_deref())?;
+    let started = agui::start(&state, agent, run, permit).await;
     Ok(agui::sse_response(&state, started))
+}
+
+/// Takes a place for the run under the gateway's and the caller's limits.
+fn admit(
+    state: &AppState,
+    caller: Option<&crate::api::auth::Caller>,
+) -> Result<crate::runs::limits::RunPermit, MlError> {
+    agui::admit(state, caller).map_err(|r| match r {
+        crate::runs::limits::Refused::Gateway(_) => MlError::Unavailable(r.to_string()),
+        crate::runs::limits::Refused::Key(..) => MlError::TooManyRuns(r.to_string()),
+    })
 }

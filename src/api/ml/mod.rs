@@ -49,9 +49,12 @@ pub enum MlError {
         /// Extra facts (upstream status, run error code).
         details: Value,
     },
-    /// The store is unavailable.
+    /// The store, or the gateway's capacity, is unavailable.
     #[error("{0}")]
     Unavailable(String),
+    /// The caller's key has its limit of runs going.
+    #[error("{0}")]
+    TooManyRuns(String),
     /// A server fault; logged, answered without internals.
     #[error("internal error")]
     Internal(String),
@@ -77,6 +80,7 @@ impl IntoResponse for MlError {
             MlError::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             MlError::Upstream { .. } => (StatusCode::BAD_GATEWAY, "remote_service_exception"),
             MlError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            MlError::TooManyRuns(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_requests"),
             MlError::Internal(detail) => {
                 tracing::error!(%detail, "internal error");
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal_error")
@@ -107,7 +111,17 @@ impl IntoResponse for MlError {
             "error": { "type": kind, "reason": reason, "details": details },
             "status": status.as_u16(),
         });
-        (status, Json(body)).into_response()
+        let mut resp = (status, Json(body)).into_response();
+        if matches!(
+            status,
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
+        ) {
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        resp
     }
 }
 
