@@ -21,6 +21,7 @@ pub mod bench;
 pub mod config;
 pub mod connector;
 pub mod conversation;
+pub mod metrics;
 pub mod model;
 pub mod protocol;
 pub mod runs;
@@ -192,6 +193,7 @@ pub fn router(state: AppState) -> Router {
         .expose_headers([header::RETRY_AFTER]);
     Router::new()
         .route("/healthz", get(api::health::healthz))
+        .route("/metrics", get(api::health::metrics))
         .route("/agents", get(api::health::agents))
         .route("/agents/{id}/agui", post(api::agui::run_agent))
         .route(

@@ -589,6 +589,29 @@ impl Run<'_> {
 
     /// Streams one model call as AG-UI events and collects what it said.
     async fn model_turn(&mut self, request: ModelRequest) -> Result<Turn, Halt> {
+        let started = std::time::Instant::now();
+        let mut first_event = None;
+        let turn = self
+            .model_turn_streamed(request, started, &mut first_event)
+            .await;
+        // A cancelled call says nothing about the upstream.
+        if !matches!(turn, Err(Halt::Cancelled)) {
+            crate::metrics::model_call(
+                self.agent.provider.name(),
+                turn.is_ok(),
+                first_event,
+                started.elapsed(),
+            );
+        }
+        turn
+    }
+
+    async fn model_turn_streamed(
+        &mut self,
+        request: ModelRequest,
+        started: std::time::Instant,
+        first_event: &mut Option<std::time::Duration>,
+    ) -> Result<Turn, Halt> {
         let mut call_usage: Option<Usage> = None;
         let message_id = new_id("msg");
         let mut text = String::new();
@@ -611,6 +634,9 @@ impl Run<'_> {
                 n = stream.next() => n,
             };
             let Some(item) = next else { break };
+            if first_event.is_none() && item.is_ok() {
+                *first_event = Some(started.elapsed());
+            }
             match item.map_err(Halt::Model)? {
                 ModelEvent::ReasoningDelta(delta) => {
                     if delta.is_empty() {
@@ -884,7 +910,12 @@ impl Run<'_> {
             .enumerate()
             .map(|(i, c)| {
                 let ctx = self.tool_context(&c.id);
-                async move { (i, tools.call(&c.name, &c.args, ctx).await) }
+                async move {
+                    let started = std::time::Instant::now();
+                    let out = tools.call(&c.name, &c.args, ctx).await;
+                    crate::metrics::tool_call(&c.name, out.is_error, started.elapsed());
+                    (i, out)
+                }
             })
             .collect();
         let mut outputs: Vec<Option<ToolOutput>> = vec![None; calls.len()];

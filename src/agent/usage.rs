@@ -45,6 +45,7 @@ fn fields(u: &Usage) -> serde_json::Map<String, Value> {
 impl Ledger {
     /// Records one model call.
     pub fn record(&mut self, provider: &str, model: &str, usage: Usage) {
+        crate::metrics::tokens(provider, model, usage.input_tokens, usage.output_tokens);
         self.turns.push(Turn {
             provider: provider.to_string(),
             model: model.to_string(),

@@ -171,6 +171,7 @@ pub(crate) async fn start(
         Err(active) => {
             tracing::info!(thread = %input.thread_id, active_run = %active.run_id, "thread busy");
             let message = busy_message(&input.thread_id, &active.run_id);
+            crate::metrics::run_ended(&agent.id, Some("THREAD_BUSY"));
             let _ = done_tx.send(failed("THREAD_BUSY", message.clone()));
             tokio::spawn(async move { emitter.fail("THREAD_BUSY", message).await });
         }
@@ -199,12 +200,14 @@ pub(crate) async fn start(
                 match Lease::take(&state, &agent.id, &input.thread_id, &input.run_id).await {
                     Taken::Unavailable(message) => {
                         emitter.fail("STORE_UNAVAILABLE", message.clone()).await;
+                        crate::metrics::run_ended(&agent.id, Some("STORE_UNAVAILABLE"));
                         let _ = done_tx.send(failed("STORE_UNAVAILABLE", message));
                     }
                     Taken::Busy(holder) => {
                         tracing::info!(thread = %input.thread_id, active_run = %holder, "thread busy on another gateway");
                         let message = busy_message(&input.thread_id, &holder);
                         emitter.fail("THREAD_BUSY", message.clone()).await;
+                        crate::metrics::run_ended(&agent.id, Some("THREAD_BUSY"));
                         let _ = done_tx.send(failed("THREAD_BUSY", message));
                     }
                     Taken::Held(lease) => {
@@ -233,6 +236,8 @@ pub(crate) async fn start(
                         }
                         drop(emitter);
                         lease.release().await;
+                        let code = report.error.as_ref().map(|(c, _)| c.as_str());
+                        crate::metrics::run_ended(&agent.id, code);
                         let _ = done_tx.send(report);
                     }
                 }

@@ -136,5 +136,6 @@ mod tests {
         assert_eq!(scope("/_plugins/_ml/tasks/t1"), Scope::AnyKey);
         assert_eq!(scope("/indices/kb/documents"), Scope::Admin);
         assert_eq!(scope("/agents/demo/other"), Scope::Admin);
+        assert_eq!(scope("/metrics"), Scope::Admin);
     }
 }

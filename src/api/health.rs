@@ -1,7 +1,9 @@
-//! Liveness and discovery: `GET /healthz`, `GET /agents`. Nothing secret is ever listed.
+//! Liveness, discovery and metrics: `GET /healthz`, `GET /agents`, `GET /metrics`. Nothing secret is
+//! ever listed.
 
 use axum::Json;
 use axum::extract::State;
+use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
 use crate::AppState;
@@ -58,4 +60,15 @@ pub async fn agents(State(state): State<AppState>) -> Json<Value> {
         Err(e) => tracing::warn!(error = %e, "listing registered agents failed"),
     }
     Json(json!({ "agents": list }))
+}
+
+/// `GET /metrics`: Prometheus text format.
+pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        crate::metrics::render(state.runs.active_count(), state.runs.detached_count()),
+    )
 }
