@@ -53,10 +53,22 @@ pub async fn drive(
     cancel: tokio_util::sync::CancellationToken,
     store: Option<Arc<dyn crate::store::Store>>,
 ) -> Report {
+    use tracing::Instrument;
+    // Span names and attributes follow OpenTelemetry's GenAI conventions where they apply.
+    let span = tracing::info_span!(
+        "invoke_agent",
+        gen_ai.agent.id = %agent.id,
+        thread_id = %input.thread_id,
+        run_id = %input.run_id,
+    );
     if agent.kind.is_flow() {
-        flow::run(agent, input, emitter, cancel, store).await
+        flow::run(agent, input, emitter, cancel, store)
+            .instrument(span)
+            .await
     } else {
-        react::run(agent, input, emitter, cancel, store).await
+        react::run(agent, input, emitter, cancel, store)
+            .instrument(span)
+            .await
     }
 }
 

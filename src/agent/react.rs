@@ -591,9 +591,16 @@ impl Run<'_> {
     async fn model_turn(&mut self, request: ModelRequest) -> Result<Turn, Halt> {
         let started = std::time::Instant::now();
         let mut first_event = None;
-        let turn = self
-            .model_turn_streamed(request, started, &mut first_event)
-            .await;
+        let span = tracing::info_span!(
+            "chat",
+            gen_ai.system = self.agent.provider.name(),
+            gen_ai.request.model = self.agent.provider.model_id(),
+        );
+        let turn = tracing::Instrument::instrument(
+            self.model_turn_streamed(request, started, &mut first_event),
+            span,
+        )
+        .await;
         // A cancelled call says nothing about the upstream.
         if !matches!(turn, Err(Halt::Cancelled)) {
             crate::metrics::model_call(
@@ -910,9 +917,16 @@ impl Run<'_> {
             .enumerate()
             .map(|(i, c)| {
                 let ctx = self.tool_context(&c.id);
+                let span = tracing::info_span!(
+                    "execute_tool",
+                    gen_ai.tool.name = %c.name,
+                    gen_ai.tool.call.id = %c.id,
+                );
                 async move {
                     let started = std::time::Instant::now();
-                    let out = tools.call(&c.name, &c.args, ctx).await;
+                    let out =
+                        tracing::Instrument::instrument(tools.call(&c.name, &c.args, ctx), span)
+                            .await;
                     crate::metrics::tool_call(&c.name, out.is_error, started.elapsed());
                     (i, out)
                 }
