@@ -4,8 +4,6 @@
 /// `cancellation`.)
 mod common;
 
-use std::time::Duration;
-
 use common::*;
 use serde_json::json;
 
@@ -14,20 +12,6 @@ fn user(thread: &str) -> serde_json::Value {
         thread,
         json!([{"id": "u1", "role": "user", "content": "hi"}]),
     )
-}
-
-async fn all_runs_gone(gw: &Gateway) {
-    for _ in 0..500 {
-        if gw.state.runs.active_count() == 0 && gw.state.limiter.active() == 0 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!(
-        "runs left behind: {} active, {} admitted",
-        gw.state.runs.active_count(),
-        gw.state.limiter.active()
-    );
 }
 
 #[tokio::test]
@@ -46,7 +30,7 @@ async fn garbage_from_the_upstream_ends_the_run_with_a_protocol_error() {
     assert_eq!(last["code"], "UPSTREAM_PROTOCOL_ERROR");
     // What had streamed was closed before the error.
     assert!(events.iter().any(|e| e["type"] == "TEXT_MESSAGE_END"));
-    all_runs_gone(&gw).await;
+    wait_no_runs(&gw).await;
 }
 
 #[tokio::test]
@@ -61,7 +45,7 @@ async fn an_upstream_that_keeps_throttling_is_retried_a_bounded_number_of_times(
     assert!(last["message"].as_str().unwrap().contains("slow down"));
     // The first attempt and max_retries (2) more, no further.
     assert_eq!(up.requests().len(), 3);
-    all_runs_gone(&gw).await;
+    wait_no_runs(&gw).await;
 }
 
 #[tokio::test]
@@ -95,7 +79,7 @@ async fn a_thousand_clients_leaving_at_once_leave_no_run_behind() {
     // Every client goes at once: every run is cancelled, its upstream request dropped and its
     // place given back.
     drop(streams);
-    all_runs_gone(&gw).await;
+    wait_no_runs(&gw).await;
     let metrics = reqwest::get(gw.url("/metrics"))
         .await
         .unwrap()

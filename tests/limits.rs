@@ -21,16 +21,6 @@ fn input(thread: &str) -> serde_json::Value {
     )
 }
 
-async fn wait_idle(gw: &Gateway) {
-    for _ in 0..200 {
-        if gw.state.limiter.active() == 0 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("runs did not give their places back");
-}
-
 #[tokio::test]
 async fn a_full_gateway_answers_503_with_retry_after_until_a_run_ends() {
     let up = FakeOpenAi::start(vec![stalled(), Reply::Sse(text_chunks("Hi."))]).await;
@@ -49,10 +39,10 @@ async fn a_full_gateway_answers_503_with_retry_after_until_a_run_ends() {
     assert_eq!(v["error"]["type"], "overloaded");
     // The first client leaves: its run is cancelled and its place is free again.
     drop(first);
-    wait_idle(&gw).await;
+    wait_no_runs(&gw).await;
     let events = gw.run("a", &input("t-3")).await;
     assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED");
-    wait_idle(&gw).await;
+    wait_no_runs(&gw).await;
 }
 
 #[tokio::test]
@@ -90,7 +80,7 @@ async fn a_key_past_its_own_limit_gets_429_while_other_keys_run() {
     let events = read_events(fine, false).await;
     assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED");
     drop(first);
-    wait_idle(&gw).await;
+    wait_no_runs(&gw).await;
 }
 
 #[tokio::test]
@@ -132,5 +122,5 @@ async fn a_run_past_its_wall_clock_limit_ends_with_run_timeout() {
     // The partial message was closed first (read_events verified the whole stream).
     assert!(events.iter().any(|e| e["type"] == "TEXT_MESSAGE_END"));
     up.upstream.dropped.notified().await;
-    wait_idle(&gw).await;
+    wait_no_runs(&gw).await;
 }

@@ -52,6 +52,19 @@ pub enum ApiError {
     Internal(String),
 }
 
+/// Tells clients refused for load (429, 503) when to try again.
+pub(crate) fn add_retry_after(resp: &mut Response) {
+    if matches!(
+        resp.status(),
+        StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
+    ) {
+        resp.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            axum::http::HeaderValue::from_static("1"),
+        );
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, kind) = match &self {
@@ -76,15 +89,7 @@ impl IntoResponse for ApiError {
             }
         }
         let mut resp = (status, Json(json!({ "error": error }))).into_response();
-        if matches!(
-            status,
-            StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
-        ) {
-            resp.headers_mut().insert(
-                axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from_static("1"),
-            );
-        }
+        add_retry_after(&mut resp);
         if status == StatusCode::UNAUTHORIZED {
             resp.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,

@@ -155,6 +155,22 @@ fn assert_no_nulls(v: &Value) {
 /// The event types in order, with a run of content or argument events of one message or call
 /// counted once: the gateway joins deltas that are already waiting, so how many events a
 /// burst of upstream chunks becomes depends on timing (`text` and `args_of` check contents).
+/// Waits until no run is active or admitted on `gw` (cancelled runs wind down in the
+/// background); panics naming what is left after 10 s.
+pub async fn wait_no_runs(gw: &Gateway) {
+    for _ in 0..500 {
+        if gw.state.runs.active_count() == 0 && gw.state.limiter.active() == 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!(
+        "runs left behind: {} active, {} admitted",
+        gw.state.runs.active_count(),
+        gw.state.limiter.active()
+    );
+}
+
 /// Reads raw SSE text until `needle` has been seen; returns what was read.
 pub async fn read_until(resp: &mut reqwest::Response, needle: &str) -> String {
     let mut seen = String::new();

@@ -112,15 +112,7 @@ impl IntoResponse for MlError {
             "status": status.as_u16(),
         });
         let mut resp = (status, Json(body)).into_response();
-        if matches!(
-            status,
-            StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
-        ) {
-            resp.headers_mut().insert(
-                axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from_static("1"),
-            );
-        }
+        crate::api::add_retry_after(&mut resp);
         resp
     }
 }
