@@ -123,4 +123,15 @@ async fn a_run_past_its_wall_clock_limit_ends_with_run_timeout() {
     assert!(events.iter().any(|e| e["type"] == "TEXT_MESSAGE_END"));
     up.upstream.dropped.notified().await;
     wait_no_runs(&gw).await;
+    // Metrics count the code the client saw, not the cancellation behind it.
+    let metrics = reqwest::get(gw.url("/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(r#"agui_runs_failed_total{agent="a",code="RUN_TIMEOUT"} 1"#),
+        "{metrics}"
+    );
 }

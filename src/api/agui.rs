@@ -229,6 +229,11 @@ pub(crate) async fn start(
                             Some(Arc::clone(&state.store)),
                         )
                         .await;
+                        // The code the client saw (SHUTDOWN, RUN_TIMEOUT), not the cancellation.
+                        let code = emitter
+                            .error_code()
+                            .or(report.error.as_ref().map(|(c, _)| c.as_str()))
+                            .map(str::to_string);
                         // Followers end when the run is finished and its lease gone: finish
                         // the log first, then give the thread back.
                         if let Some(log) = emitter.take_log() {
@@ -236,8 +241,7 @@ pub(crate) async fn start(
                         }
                         drop(emitter);
                         lease.release().await;
-                        let code = report.error.as_ref().map(|(c, _)| c.as_str());
-                        crate::metrics::run_ended(&agent.id, code);
+                        crate::metrics::run_ended(&agent.id, code.as_deref());
                         let _ = done_tx.send(report);
                     }
                 }

@@ -49,6 +49,8 @@ pub struct Emitter {
     shutdown: Option<Arc<AtomicBool>>,
     /// Raised when the run's wall-clock limit cancelled it.
     timed_out: Option<(Arc<AtomicBool>, u64)>,
+    /// The `RUN_ERROR` code sent, once sent.
+    error_code: Option<String>,
 }
 
 impl Emitter {
@@ -66,6 +68,7 @@ impl Emitter {
             closing: None,
             shutdown: None,
             timed_out: None,
+            error_code: None,
         }
     }
 
@@ -92,6 +95,11 @@ impl Emitter {
         self.log = Some(log);
         self.detachable = detachable;
         self
+    }
+
+    /// The `RUN_ERROR` code the client was sent (after the shutdown and timeout mappings).
+    pub fn error_code(&self) -> Option<&str> {
+        self.error_code.as_deref()
     }
 
     /// Takes the event log back (to finish it once the run is over).
@@ -171,6 +179,7 @@ impl Emitter {
             }
         }
         let usage = (self.v1 && !usage.is_empty()).then_some(usage);
+        self.error_code = Some(code.to_string());
         let e = Event::RunError {
             message,
             code: Some(code.to_string()),
