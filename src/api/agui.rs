@@ -156,8 +156,11 @@ pub(crate) async fn start(
     let ids = (input.thread_id.clone(), input.run_id.clone());
     let (tx, rx) = mpsc::channel(state.settings.channel_capacity);
     let cancel = CancellationToken::new();
-    let mut emitter =
-        Emitter::new(tx, input.is_v1()).with_shutdown_flag(state.runs.shutdown_flag());
+    let mut emitter = Emitter::new(tx, input.is_v1()).with_cancel_reason(
+        state.runs.shutdown_flag(),
+        "SHUTDOWN",
+        "The gateway is shutting down; start the run again (another instance will take it).",
+    );
     let begun = state
         .runs
         .begin_when_free(
@@ -181,21 +184,15 @@ pub(crate) async fn start(
                 let _permit = permit;
                 let _guard = guard;
                 let cancel = _guard.cancel.clone();
-                // The wall-clock limit cancels the run and names the reason.
                 let limit = state.settings.max_run_secs;
                 let timed_out = Arc::new(AtomicBool::new(false));
-                let timer = tokio::spawn({
-                    let (cancel, timed_out) = (cancel.clone(), Arc::clone(&timed_out));
-                    async move {
-                        tokio::time::sleep(Duration::from_secs(limit)).await;
-                        timed_out.store(true, Ordering::SeqCst);
-                        cancel.cancel();
-                    }
-                });
-                let _timer = AbortOnDrop(timer);
                 let mut emitter = emitter
                     .with_closing_flag(Arc::clone(&_guard.closing))
-                    .with_timeout_flag(timed_out, limit);
+                    .with_cancel_reason(
+                        Arc::clone(&timed_out),
+                        "RUN_TIMEOUT",
+                        format!("The run went past its limit of {limit} s and was stopped."),
+                    );
                 // The lease holds the thread across gateways sharing a store.
                 match Lease::take(&state, &agent.id, &input.thread_id, &input.run_id).await {
                     Taken::Unavailable(message) => {
@@ -221,14 +218,26 @@ pub(crate) async fn start(
                         let log = state.event_log.start(record, keep).await;
                         let mut emitter =
                             emitter.with_log(log, state.settings.detach_on_disconnect);
-                        let report = crate::agent::drive(
-                            &agent,
-                            &input,
-                            &mut emitter,
-                            cancel,
-                            Some(Arc::clone(&state.store)),
-                        )
-                        .await;
+                        let report = {
+                            let drive = crate::agent::drive(
+                                &agent,
+                                &input,
+                                &mut emitter,
+                                cancel.clone(),
+                                Some(Arc::clone(&state.store)),
+                            );
+                            tokio::pin!(drive);
+                            // The wall-clock limit cancels the run, which then ends as usual (its
+                            // RUN_ERROR says RUN_TIMEOUT); no timer task per run.
+                            tokio::select! {
+                                report = &mut drive => report,
+                                _ = tokio::time::sleep(Duration::from_secs(limit)) => {
+                                    timed_out.store(true, Ordering::SeqCst);
+                                    cancel.cancel();
+                                    drive.await
+                                }
+                            }
+                        };
                         // The code the client saw (SHUTDOWN, RUN_TIMEOUT), not the cancellation.
                         let code = emitter
                             .error_code()
@@ -413,28 +422,54 @@ fn sse_stream(
     keepalive: Duration,
     guard: Disconnect,
 ) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send {
-    futures::stream::unfold((rx, guard), move |(mut rx, guard)| async move {
-        match tokio::time::timeout(keepalive, rx.recv()).await {
-            Ok(Some(frame)) => {
-                // Frames already waiting leave in one write (one syscall under load).
-                let Ok(next) = rx.try_recv() else {
-                    return Some((Ok(frame), (rx, guard)));
-                };
-                let mut out = bytes::BytesMut::with_capacity(frame.len() * 4 + next.len());
-                out.extend_from_slice(&frame);
-                out.extend_from_slice(&next);
-                while out.len() < COALESCE_BYTES {
-                    match rx.try_recv() {
-                        Ok(more) => out.extend_from_slice(&more),
-                        Err(_) => break,
+    // One timer for the stream's life, moved on only when it fires: arming a new timeout
+    // for every frame cost a timer-wheel insert and removal per token.
+    let quiet = Box::pin(tokio::time::sleep(keepalive));
+    let last = tokio::time::Instant::now();
+    futures::stream::unfold(
+        (rx, guard, quiet, last),
+        move |(mut rx, guard, mut quiet, mut last)| async move {
+            loop {
+                tokio::select! {
+                    biased;
+                    frame = rx.recv() => {
+                        let frame = frame?;
+                        last = tokio::time::Instant::now();
+                        let out = join_waiting(frame, &mut rx);
+                        return Some((Ok(out), (rx, guard, quiet, last)));
+                    }
+                    () = &mut quiet => {
+                        let due = last + keepalive;
+                        if tokio::time::Instant::now() < due {
+                            // Frames went out since the timer was set: wait the rest.
+                            quiet.as_mut().reset(due);
+                            continue;
+                        }
+                        last = tokio::time::Instant::now();
+                        quiet.as_mut().reset(last + keepalive);
+                        return Some((Ok(Bytes::from_static(KEEP_ALIVE)), (rx, guard, quiet, last)));
                     }
                 }
-                Some((Ok(out.freeze()), (rx, guard)))
             }
-            Ok(None) => None,
-            Err(_) => Some((Ok(Bytes::from_static(KEEP_ALIVE)), (rx, guard))),
+        },
+    )
+}
+
+/// `frame` and the frames already waiting behind it, as one write (one syscall under load).
+fn join_waiting(frame: Bytes, rx: &mut mpsc::Receiver<Bytes>) -> Bytes {
+    let Ok(next) = rx.try_recv() else {
+        return frame;
+    };
+    let mut out = bytes::BytesMut::with_capacity(frame.len() * 4 + next.len());
+    out.extend_from_slice(&frame);
+    out.extend_from_slice(&next);
+    while out.len() < COALESCE_BYTES {
+        match rx.try_recv() {
+            Ok(more) => out.extend_from_slice(&more),
+            Err(_) => break,
         }
-    })
+    }
+    out.freeze()
 }
 
 /// The most bytes of waiting frames joined into one write.
@@ -541,13 +576,4 @@ pub async fn run_events(
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     Ok(resp)
-}
-
-/// Aborts a task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }

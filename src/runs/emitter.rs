@@ -45,12 +45,19 @@ pub struct Emitter {
     /// Raised when the terminal event is sent, so the next run on the thread may wait for
     /// this one's clean-up instead of being refused.
     closing: Option<Arc<AtomicBool>>,
-    /// Raised when the server shuts down: a cancelled run then ends with `SHUTDOWN`.
-    shutdown: Option<Arc<AtomicBool>>,
-    /// Raised when the run's wall-clock limit cancelled it.
-    timed_out: Option<(Arc<AtomicBool>, u64)>,
+    /// Why a cancellation happened: the first raised flag names the `RUN_ERROR` code and
+    /// message a cancelled run ends with (instead of `CANCELLED`).
+    cancel_reasons: Vec<CancelReason>,
     /// The `RUN_ERROR` code sent, once sent.
     error_code: Option<String>,
+}
+
+/// A cause of cancellation and what the run's `RUN_ERROR` says when it is the cause.
+#[derive(Debug)]
+struct CancelReason {
+    flag: Arc<AtomicBool>,
+    code: &'static str,
+    message: String,
 }
 
 impl Emitter {
@@ -66,21 +73,24 @@ impl Emitter {
             detachable: false,
             client_gone: false,
             closing: None,
-            shutdown: None,
-            timed_out: None,
+            cancel_reasons: Vec::new(),
             error_code: None,
         }
     }
 
-    /// Reports cancellations as `SHUTDOWN` once `flag` is raised.
-    pub fn with_shutdown_flag(mut self, flag: Arc<AtomicBool>) -> Self {
-        self.shutdown = Some(flag);
-        self
-    }
-
-    /// Reports cancellations as `RUN_TIMEOUT` once `flag` is raised (the limit was `secs`).
-    pub fn with_timeout_flag(mut self, flag: Arc<AtomicBool>, secs: u64) -> Self {
-        self.timed_out = Some((flag, secs));
+    /// Reports cancellations as `code` with `message` once `flag` is raised (e.g. `SHUTDOWN`
+    /// while the server goes away, `RUN_TIMEOUT` past the wall-clock limit).
+    pub fn with_cancel_reason(
+        mut self,
+        flag: Arc<AtomicBool>,
+        code: &'static str,
+        message: impl Into<String>,
+    ) -> Self {
+        self.cancel_reasons.push(CancelReason {
+            flag,
+            code,
+            message: message.into(),
+        });
         self
     }
 
@@ -150,25 +160,17 @@ impl Emitter {
         if self.verifier.is_closed() {
             return;
         }
-        // A run cancelled because the server is going away: say so, so the client retries.
-        let raised = |f: &Option<Arc<AtomicBool>>| {
-            code == "CANCELLED" && f.as_ref().is_some_and(|f| f.load(Ordering::SeqCst))
-        };
-        let (code, message) = if raised(&self.shutdown) {
-            (
-                "SHUTDOWN",
-                "The gateway is shutting down; start the run again (another instance will take it)."
-                    .to_string(),
-            )
-        } else if let Some((flag, secs)) = &self.timed_out
-            && raised(&Some(Arc::clone(flag)))
-        {
-            (
-                "RUN_TIMEOUT",
-                format!("The run went past its limit of {secs} s and was stopped."),
-            )
-        } else {
-            (code, message.into())
+        // A cancellation with a known cause says so (the client may retry elsewhere).
+        let reason = (code == "CANCELLED")
+            .then(|| {
+                self.cancel_reasons
+                    .iter()
+                    .find(|r| r.flag.load(Ordering::SeqCst))
+            })
+            .flatten();
+        let (code, message) = match reason {
+            Some(r) => (r.code, r.message.clone()),
+            None => (code, message.into()),
         };
         if self.verifier.is_running() {
             for e in self.verifier.closers() {

@@ -21,6 +21,8 @@ const FLUSH_EVERY: Duration = Duration::from_millis(50);
 
 enum Op {
     Write(LogWrite),
+    /// One frame of a run (the hot path: no allocation beyond the frame itself).
+    Frame(Arc<str>, u64, String),
     /// Answered once everything queued before it is committed.
     Flushed(oneshot::Sender<()>),
 }
@@ -35,6 +37,7 @@ impl std::fmt::Debug for Op {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Op::Write(_) => "Write",
+            Op::Frame(..) => "Frame",
             Op::Flushed(_) => "Flushed",
         })
     }
@@ -64,6 +67,7 @@ impl LogWriter {
                 for op in ops.drain(..) {
                     match op {
                         Op::Write(w) => gather.push(w),
+                        Op::Frame(run_id, seq, json) => gather.frame(run_id, seq, json),
                         Op::Flushed(done) => waiting.push(done),
                     }
                 }
@@ -108,19 +112,29 @@ struct Gather {
 
 impl Gather {
     fn push(&mut self, w: LogWrite) {
-        let LogWrite::Frames { run_id, frames } = w else {
-            self.writes.push(w);
-            return;
-        };
+        match w {
+            LogWrite::Frames { run_id, frames } => {
+                for (seq, json) in frames {
+                    self.frame(Arc::clone(&run_id), seq, json);
+                }
+            }
+            other => self.writes.push(other),
+        }
+    }
+
+    fn frame(&mut self, run_id: Arc<str>, seq: u64, json: String) {
         let key = Arc::as_ptr(&run_id) as *const u8 as usize;
         if let Some(&i) = self.frames_at.get(&key)
-            && let Some(LogWrite::Frames { frames: into, .. }) = self.writes.get_mut(i)
+            && let Some(LogWrite::Frames { frames, .. }) = self.writes.get_mut(i)
         {
-            into.extend(frames);
+            frames.push((seq, json));
             return;
         }
         self.frames_at.insert(key, self.writes.len());
-        self.writes.push(LogWrite::Frames { run_id, frames });
+        self.writes.push(LogWrite::Frames {
+            run_id,
+            frames: vec![(seq, json)],
+        });
     }
 }
 
@@ -139,10 +153,7 @@ impl EventLog {
         // The writer only stops when every sender is gone, so this cannot fail while we hold one.
         let _ = self
             .tx
-            .send(Op::Write(LogWrite::Frames {
-                run_id: Arc::clone(&self.run_id),
-                frames: vec![(seq, json)],
-            }))
+            .send(Op::Frame(Arc::clone(&self.run_id), seq, json))
             .await;
     }
 
