@@ -40,18 +40,14 @@ provider = "scripted"
     Gateway::from_config(config).await
 }
 
-fn body(thread: &str) -> serde_json::Value {
-    run_input(
-        thread,
-        json!([{"id": "u1", "role": "user", "content": "hello"}]),
-    )
-}
-
 async fn post(gw: &Gateway, agent: &str, key: Option<&str>) -> reqwest::Response {
     let mut req = reqwest::Client::new()
         .post(gw.url(&format!("/agents/{agent}/agui")))
         .header("accept", "text/event-stream")
-        .json(&body(&format!("t-{agent}-{}", key.unwrap_or("none"))));
+        .json(&user_says_hi(&format!(
+            "t-{agent}-{}",
+            key.unwrap_or("none")
+        )));
     if let Some(k) = key {
         req = req.bearer_auth(k);
     }
@@ -83,7 +79,7 @@ async fn runs_need_a_key_that_lists_the_agent() {
     let r = reqwest::Client::new()
         .post(gw.url("/agents/b/agui"))
         .header("x-api-key", OPS_KEY)
-        .json(&body("t-ops"))
+        .json(&user_says_hi("t-ops"))
         .send()
         .await
         .unwrap();
@@ -167,7 +163,7 @@ async fn a_browser_preflight_may_send_authorization_from_an_allowed_origin() {
     let r = http
         .post(gw.url("/agents/a/agui"))
         .header("origin", "https://shop.example")
-        .json(&body("t-cors"))
+        .json(&user_says_hi("t-cors"))
         .send()
         .await
         .unwrap();

@@ -7,13 +7,6 @@ mod common;
 use common::*;
 use serde_json::json;
 
-fn user(thread: &str) -> serde_json::Value {
-    run_input(
-        thread,
-        json!([{"id": "u1", "role": "user", "content": "hi"}]),
-    )
-}
-
 #[tokio::test]
 async fn garbage_from_the_upstream_ends_the_run_with_a_protocol_error() {
     let up = FakeOpenAi::start(vec![Reply::Sse(vec![
@@ -24,7 +17,7 @@ async fn garbage_from_the_upstream_ends_the_run_with_a_protocol_error() {
     .await;
     let gw = Gateway::start(&up.config("")).await;
     // read_events verifies the stream as @ag-ui/client would.
-    let events = gw.run("a", &user("t-garbage")).await;
+    let events = gw.run("a", &user_says_hi("t-garbage")).await;
     let last = events.last().unwrap();
     assert_eq!(last["type"], "RUN_ERROR", "{events:?}");
     assert_eq!(last["code"], "UPSTREAM_PROTOCOL_ERROR");
@@ -38,7 +31,7 @@ async fn an_upstream_that_keeps_throttling_is_retried_a_bounded_number_of_times(
     let throttled = || Reply::Status(429, r#"{"error":{"message":"slow down"}}"#.into());
     let up = FakeOpenAi::start(vec![throttled(), throttled(), throttled(), throttled()]).await;
     let gw = Gateway::start(&up.config("")).await;
-    let events = gw.run("a", &user("t-429s")).await;
+    let events = gw.run("a", &user_says_hi("t-429s")).await;
     let last = events.last().unwrap();
     assert_eq!(last["type"], "RUN_ERROR");
     assert_eq!(last["code"], "UPSTREAM_RATE_LIMITED");
@@ -64,7 +57,7 @@ async fn a_thousand_clients_leaving_at_once_leave_no_run_behind() {
         let opened = futures::future::join_all(chunk.iter().map(|i| {
             let http = http.clone();
             let url = gw.url("/agents/a/agui");
-            let body = user(&format!("t-many-{i}"));
+            let body = user_says_hi(&format!("t-many-{i}"));
             async move {
                 let mut r = http.post(url).json(&body).send().await.unwrap();
                 assert_eq!(r.status(), 200);

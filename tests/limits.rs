@@ -14,13 +14,6 @@ fn stalled() -> Reply {
     ])
 }
 
-fn input(thread: &str) -> serde_json::Value {
-    run_input(
-        thread,
-        json!([{"id": "u1", "role": "user", "content": "hello"}]),
-    )
-}
-
 #[tokio::test]
 async fn a_full_gateway_answers_503_with_retry_after_until_a_run_ends() {
     let up = FakeOpenAi::start(vec![stalled(), Reply::Sse(text_chunks("Hi."))]).await;
@@ -28,11 +21,11 @@ async fn a_full_gateway_answers_503_with_retry_after_until_a_run_ends() {
         .config("")
         .replace("[server]\n", "[server]\nmax_concurrent_runs = 1\n");
     let gw = Gateway::start(&toml).await;
-    let mut first = gw.post("a", &input("t-1")).await;
+    let mut first = gw.post("a", &user_says_hi("t-1")).await;
     assert_eq!(first.status(), 200);
     // The run is under way (it reached the model) before the next one is tried.
     read_until(&mut first, "Thinking").await;
-    let second = gw.post("a", &input("t-2")).await;
+    let second = gw.post("a", &user_says_hi("t-2")).await;
     assert_eq!(second.status(), 503);
     assert!(second.headers().contains_key("retry-after"));
     let v: serde_json::Value = second.json().await.unwrap();
@@ -40,7 +33,7 @@ async fn a_full_gateway_answers_503_with_retry_after_until_a_run_ends() {
     // The first client leaves: its run is cancelled and its place is free again.
     drop(first);
     wait_no_runs(&gw).await;
-    let events = gw.run("a", &input("t-3")).await;
+    let events = gw.run("a", &user_says_hi("t-3")).await;
     assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED");
     wait_no_runs(&gw).await;
 }
@@ -64,7 +57,7 @@ async fn a_key_past_its_own_limit_gets_429_while_other_keys_run() {
     let post = |key: &'static str, thread: &str| {
         http.post(gw.url("/agents/a/agui"))
             .bearer_auth(key)
-            .json(&input(thread))
+            .json(&user_says_hi(thread))
             .send()
     };
     let mut first = post("limited-key-0123456789", "t-k1").await.unwrap();
@@ -113,9 +106,12 @@ async fn a_run_past_its_wall_clock_limit_ends_with_run_timeout() {
         .config("")
         .replace("[server]\n", "[server]\nmax_run_secs = 1\n");
     let gw = Gateway::start(&toml).await;
-    let events = tokio::time::timeout(Duration::from_secs(10), gw.run("a", &input("t-slow")))
-        .await
-        .expect("the limit must end the run");
+    let events = tokio::time::timeout(
+        Duration::from_secs(10),
+        gw.run("a", &user_says_hi("t-slow")),
+    )
+    .await
+    .expect("the limit must end the run");
     let last = events.last().unwrap();
     assert_eq!(last["type"], "RUN_ERROR", "{events:?}");
     assert_eq!(last["code"], "RUN_TIMEOUT");

@@ -5,19 +5,12 @@ mod common;
 use common::*;
 use serde_json::json;
 
-fn user(thread: &str) -> serde_json::Value {
-    run_input(
-        thread,
-        json!([{"id": "u", "role": "user", "content": "hi"}]),
-    )
-}
-
 #[tokio::test]
 async fn upstream_500_is_retried_then_becomes_run_error_with_the_upstream_message() {
     let failure = Reply::Status(500, r#"{"error":{"message":"model overloaded"}}"#.into());
     let up = FakeOpenAi::start(vec![failure.clone(), failure.clone(), failure]).await;
     let gw = Gateway::start(&up.config("")).await;
-    let events = gw.run("a", &user("t-500")).await;
+    let events = gw.run("a", &user_says_hi("t-500")).await;
     assert_eq!(up.requests().len(), 3, "first attempt and two retries");
     assert_eq!(types(&events), ["RUN_STARTED", "RUN_ERROR"]);
     let err = &events[1];
@@ -39,7 +32,7 @@ async fn throttling_before_the_first_token_is_retried_transparently() {
     ])
     .await;
     let gw = Gateway::start(&up.config("")).await;
-    let events = gw.run("a", &user("t-429")).await;
+    let events = gw.run("a", &user_says_hi("t-429")).await;
     assert_eq!(text(&events), "Made it.");
     assert_eq!(up.requests().len(), 2);
     // A client error is not retried.
@@ -49,7 +42,7 @@ async fn throttling_before_the_first_token_is_retried_transparently() {
     )])
     .await;
     let gw = Gateway::start(&up.config("")).await;
-    let events = gw.run("a", &user("t-400")).await;
+    let events = gw.run("a", &user_says_hi("t-400")).await;
     assert_eq!(events.last().unwrap()["code"], "UPSTREAM_BAD_REQUEST");
     assert_eq!(up.requests().len(), 1);
 }
@@ -63,7 +56,7 @@ async fn a_stream_cut_mid_message_closes_the_message_then_errors() {
     ];
     let up = FakeOpenAi::start(vec![Reply::Cut(partial)]).await;
     let gw = Gateway::start(&up.config("")).await;
-    let events = gw.run("a", &user("t-cut")).await;
+    let events = gw.run("a", &user_says_hi("t-cut")).await;
     assert_eq!(
         types(&events),
         [
@@ -103,9 +96,9 @@ async fn done_alone_is_an_empty_turn_but_a_body_that_ends_unfinished_is_an_inter
         "retry_initial_backoff_ms = 5\nmax_retries = 0",
     );
     let gw = Gateway::start(&config).await;
-    let events = gw.run("a", &user("t-empty")).await;
+    let events = gw.run("a", &user_says_hi("t-empty")).await;
     assert_eq!(types(&events), ["RUN_STARTED", "RUN_FINISHED"]);
-    let events = gw.run("a", &user("t-unfinished")).await;
+    let events = gw.run("a", &user_says_hi("t-unfinished")).await;
     let last = events.last().unwrap();
     assert_eq!(
         (last["type"].as_str(), last["code"].as_str()),
@@ -125,7 +118,7 @@ async fn a_silent_upstream_hits_the_idle_limit() {
         "retry_initial_backoff_ms = 5\nidle_timeout_secs = 1",
     );
     let gw = Gateway::start(&config).await;
-    let events = gw.run("a", &user("t-idle")).await;
+    let events = gw.run("a", &user_says_hi("t-idle")).await;
     assert_eq!(events.last().unwrap()["code"], "UPSTREAM_TIMEOUT");
     // The stalled upstream request was dropped.
     up.upstream.dropped.notified().await;
@@ -139,7 +132,7 @@ async fn an_error_chunk_inside_the_stream_is_reported() {
     ])])
     .await;
     let gw = Gateway::start(&up.config("")).await;
-    let events = gw.run("a", &user("t-errchunk")).await;
+    let events = gw.run("a", &user_says_hi("t-errchunk")).await;
     let last = events.last().unwrap();
     assert_eq!(last["type"], "RUN_ERROR");
     assert_eq!(last["code"], "UPSTREAM_ERROR");
@@ -164,6 +157,6 @@ async fn an_unreachable_upstream_is_reported() {
         .config("")
         .replace(&up.base_url(), &format!("http://127.0.0.1:{port}/v1"));
     let gw = Gateway::start(&config).await;
-    let events = gw.run("a", &user("t-down")).await;
+    let events = gw.run("a", &user_says_hi("t-down")).await;
     assert_eq!(events.last().unwrap()["code"], "UPSTREAM_UNAVAILABLE");
 }

@@ -219,6 +219,14 @@ pub fn args_of(events: &[Value], call_id: &str) -> String {
         .collect()
 }
 
+/// A run on `thread` whose one message is a user saying "hi".
+pub fn user_says_hi(thread: &str) -> Value {
+    run_input(
+        thread,
+        serde_json::json!([{"id": "u1", "role": "user", "content": "hi"}]),
+    )
+}
+
 pub fn run_input(thread: &str, messages: Value) -> Value {
     json!({"threadId": thread, "runId": uuid::Uuid::new_v4().to_string(), "messages": messages})
 }
