@@ -110,6 +110,7 @@ impl AppState {
                     |e| anyhow::anyhow!("search index in {}: {e}", config.data_dir.display()),
                 )?,
             ),
+            tool_concurrency: config.server.max_tool_concurrency,
         };
         let mut agents = HashMap::new();
         for a in &config.agents {

@@ -1,6 +1,7 @@
 /// Limits: concurrent runs per gateway (503 + Retry-After) and per API key (429 +
-/// Retry-After), messages per request (400 naming the field), and the run wall-clock limit
-/// (RUN_ERROR RUN_TIMEOUT in a stream the client accepts). Places are given back when runs end.
+/// Retry-After), messages per request and bytes per part (400 naming the field), backend tool
+/// calls executing at once in a run, and the run wall-clock limit (RUN_ERROR RUN_TIMEOUT in a
+/// stream the client accepts). Places are given back when runs end.
 mod common;
 
 use std::time::Duration;
@@ -130,4 +131,104 @@ async fn a_run_past_its_wall_clock_limit_ends_with_run_timeout() {
         metrics.contains(r#"agui_runs_failed_total{agent="a",code="RUN_TIMEOUT"} 1"#),
         "{metrics}"
     );
+}
+
+#[tokio::test]
+async fn an_oversized_part_is_refused_before_streaming_naming_it() {
+    let up = FakeOpenAi::start(vec![Reply::Sse(text_chunks("A picture."))]).await;
+    let toml = up
+        .config("")
+        .replace("[server]\n", "[server]\nmax_part_bytes = 1000\n");
+    let gw = Gateway::start(&toml).await;
+    let image = "A".repeat(1500);
+    let cases = [
+        (
+            json!([{"id": "u1", "role": "user", "content": [
+                {"type": "text", "text": "What is this?"},
+                {"type": "image", "source": {"type": "data", "value": image, "mimeType": "image/png"}}
+            ]}]),
+            "messages[0].content[1].source.value",
+        ),
+        (
+            json!([{"id": "u1", "role": "user", "content": "x".repeat(1001)}]),
+            "messages[0].content",
+        ),
+        (
+            json!([
+                {"id": "u1", "role": "user", "content": "hi"},
+                {"id": "a1", "role": "assistant", "toolCalls": [{"id": "c1", "type": "function",
+                    "function": {"name": "get_weather", "arguments": format!("{{\"city\":\"{}\"}}", "R".repeat(1000))}}]}
+            ]),
+            "messages[1].toolCalls[0].function.arguments",
+        ),
+    ];
+    for (messages, field) in cases {
+        let r = gw.post("a", &run_input("t-part", messages)).await;
+        assert_eq!(r.status(), 400);
+        let v: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(v["error"]["field"], field, "{v}");
+        assert!(v["error"]["message"].as_str().unwrap().contains("1000"), "{v}");
+    }
+    // The agent API refuses it too, before running anything.
+    let r = reqwest::Client::new()
+        .post(gw.url("/_plugins/_ml/agents/a/_execute"))
+        .json(&json!({"input": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image", "source": {"type": "base64", "format": "png", "data": "A".repeat(1500)}}
+        ]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400, "{}", r.text().await.unwrap());
+    // Within the limit, the same image goes through.
+    let events = gw
+        .run(
+            "a",
+            &run_input(
+                "t-part-ok",
+                json!([{"id": "u1", "role": "user", "content": [
+                    {"type": "image", "source": {"type": "data", "value": "A".repeat(900), "mimeType": "image/png"}}
+                ]}]),
+            ),
+        )
+        .await;
+    assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED", "{events:?}");
+    assert_eq!(up.requests().len(), 1, "only the run within the limit reached the model");
+}
+
+#[tokio::test]
+async fn backend_tool_calls_of_a_run_execute_at_most_max_tool_concurrency_at_once() {
+    let cities = ["Slow1", "Slow2", "Slow3", "Slow4", "Slow5"];
+    let mut turn: Vec<serde_json::Value> = Vec::new();
+    for (i, city) in cities.iter().enumerate() {
+        turn.push(call_start(i as u32, &format!("call_{i}"), "get_weather"));
+        turn.push(call_args(i as u32, &format!("{{\"city\":\"{city}\"}}")));
+    }
+    turn.push(finish("tool_calls"));
+    let up = FakeOpenAi::start(vec![
+        Reply::Sse(turn),
+        Reply::Sse(text_chunks("All five are sunny.")),
+    ])
+    .await;
+    let toml = up
+        .config("")
+        .replace("[server]\n", "[server]\nmax_tool_concurrency = 2\n");
+    let gw = Gateway::start(&toml).await;
+    let events = gw.run("a", &user_says_hi("t-tools")).await;
+    assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED", "{events:?}");
+    assert_eq!(of_type(&events, "TOOL_CALL_RESULT").len(), 5);
+    let most = up
+        .upstream
+        .tools_in_flight_max
+        .load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(most, 2, "at most two calls may run at once, and two did");
+    // Every result reaches the model, in call order.
+    let msgs = up.requests()[1]["messages"].as_array().unwrap().clone();
+    let ids: Vec<_> = msgs
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["tool_call_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids, ["call_0", "call_1", "call_2", "call_3", "call_4"]);
+    wait_no_runs(&gw).await;
 }

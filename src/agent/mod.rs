@@ -167,6 +167,8 @@ pub struct Shared {
     pub media: Arc<MediaPolicy>,
     /// The embedded search indexes.
     pub search: Arc<SearchService>,
+    /// At most this many backend tool calls of one run execute at once.
+    pub tool_concurrency: usize,
 }
 
 /// A runnable agent.
@@ -203,6 +205,8 @@ pub struct Agent {
     pub model_ref: Option<String>,
     /// Tools whose streaming arguments clients show as state.
     pub predict_state: Vec<crate::config::PredictState>,
+    /// At most this many backend tool calls of one run execute at once.
+    pub tool_concurrency: usize,
 }
 
 impl std::fmt::Debug for Agent {
@@ -311,6 +315,7 @@ impl Agent {
             flow: cfg.flow.clone(),
             model_ref: None,
             predict_state: cfg.predict_state.clone(),
+            tool_concurrency: deps.tool_concurrency.max(1),
         })
     }
 }

@@ -7,7 +7,6 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use futures::stream::FuturesUnordered;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -912,7 +911,10 @@ impl Run<'_> {
     async fn run_backend(&mut self, calls: &[&Call]) -> Result<Vec<ContentBlock>, Halt> {
         let agent: &Agent = self.agent;
         let tools = &agent.tools;
-        let mut pending: FuturesUnordered<_> = calls
+        // Parallel calls run together, at most `tool_concurrency` at a time; results are
+        // streamed as they complete and kept in call order for the model. (The futures are
+        // collected first: a lazy `map` inside the stream trips the run task's Send check.)
+        let jobs: Vec<_> = calls
             .iter()
             .enumerate()
             .map(|(i, c)| {
@@ -932,6 +934,7 @@ impl Run<'_> {
                 }
             })
             .collect();
+        let mut pending = futures::stream::iter(jobs).buffer_unordered(agent.tool_concurrency);
         let mut outputs: Vec<Option<ToolOutput>> = vec![None; calls.len()];
         loop {
             let next = tokio::select! {

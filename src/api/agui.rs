@@ -98,6 +98,15 @@ pub(crate) fn check_limits(state: &AppState, input: &RunAgentInput) -> Result<()
             ),
         });
     }
+    let max = state.settings.max_part_bytes;
+    if let Some((field, size)) = input.part_over(max) {
+        return Err(ApiError::BadRequest {
+            field,
+            message: format!(
+                "{size} bytes is more than this gateway takes in one part ({max}); send large files by URL or split the text"
+            ),
+        });
+    }
     Ok(())
 }
 

@@ -119,6 +119,8 @@ struct ServerFile {
     cors_origins: Option<Vec<String>>,
     max_concurrent_runs: Option<usize>,
     max_messages: Option<usize>,
+    max_part_bytes: Option<usize>,
+    max_tool_concurrency: Option<usize>,
     max_run_secs: Option<u64>,
     shutdown_grace_secs: Option<u64>,
 }
@@ -224,6 +226,10 @@ pub struct ServerSettings {
     pub max_concurrent_runs: usize,
     /// At most this many messages in one request.
     pub max_messages: usize,
+    /// The largest text, tool-call arguments or inline media of one message part (bytes).
+    pub max_part_bytes: usize,
+    /// At most this many backend tool calls of one run execute at once (the rest wait).
+    pub max_tool_concurrency: usize,
     /// A run's wall-clock limit; past it the run ends with `RUN_ERROR` code `RUN_TIMEOUT`.
     pub max_run_secs: u64,
 }
@@ -245,6 +251,8 @@ impl Default for ServerSettings {
             api_keys: Vec::new(),
             max_concurrent_runs: 10_000,
             max_messages: 10_000,
+            max_part_bytes: 8 * 1024 * 1024,
+            max_tool_concurrency: 8,
             max_run_secs: 3_600,
         }
     }
@@ -501,6 +509,11 @@ impl Config {
                 .unwrap_or(d.max_concurrent_runs)
                 .max(1),
             max_messages: s.max_messages.unwrap_or(d.max_messages).max(1),
+            max_part_bytes: s.max_part_bytes.unwrap_or(d.max_part_bytes).max(1),
+            max_tool_concurrency: s
+                .max_tool_concurrency
+                .unwrap_or(d.max_tool_concurrency)
+                .max(1),
             max_run_secs: s.max_run_secs.unwrap_or(d.max_run_secs).max(1),
         };
 

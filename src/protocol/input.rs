@@ -49,6 +49,44 @@ impl RunAgentInput {
     }
 }
 
+impl RunAgentInput {
+    /// The first message part larger than `max` bytes, as its field path and size: a text, an
+    /// inline media payload, a tool call's arguments, or a tool result. (The body limit bounds
+    /// the request; this bounds what one part can make a provider request carry.)
+    pub fn part_over(&self, max: usize) -> Option<(String, usize)> {
+        for (i, m) in self.messages.iter().enumerate() {
+            let (content, calls) = match m {
+                InputMessage::Developer { content, .. }
+                | InputMessage::System { content, .. }
+                | InputMessage::User { content, .. }
+                | InputMessage::Tool { content, .. }
+                | InputMessage::Reasoning { content, .. } => (content, &[][..]),
+                InputMessage::Assistant {
+                    content,
+                    tool_calls,
+                    ..
+                } => (content, &tool_calls[..]),
+                InputMessage::Activity => continue,
+            };
+            if let Some((path, n)) = content.part_over(max) {
+                return Some((format!("messages[{i}].content{path}"), n));
+            }
+            for (j, c) in calls.iter().enumerate() {
+                let n = c.function.arguments.len();
+                if n > max {
+                    return Some((
+                        format!("messages[{i}].toolCalls[{j}].function.arguments"),
+                        n,
+                    ));
+                }
+            }
+        }
+        self.context.iter().enumerate().find_map(|(i, c)| {
+            (c.value.len() > max).then(|| (format!("context[{i}].value"), c.value.len()))
+        })
+    }
+}
+
 fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
 where
     D: Deserializer<'de>,
@@ -320,6 +358,32 @@ impl Content {
     }
 }
 
+impl Content {
+    /// The first part larger than `max` bytes: its path under `content` and its size.
+    fn part_over(&self, max: usize) -> Option<(String, usize)> {
+        match self {
+            Content::Empty => None,
+            Content::Text(t) => (t.len() > max).then(|| (String::new(), t.len())),
+            Content::Parts(parts) => parts.iter().enumerate().find_map(|(i, p)| {
+                let (field, n) = match p {
+                    Part::Text { text } => ("text", text.len()),
+                    Part::Image { source }
+                    | Part::Audio { source }
+                    | Part::Video { source }
+                    | Part::Document { source } => ("source.value", source.value().len()),
+                    Part::Binary { data, url, .. } => match (data, url) {
+                        (Some(d), _) => ("data", d.len()),
+                        (None, Some(u)) => ("url", u.len()),
+                        (None, None) => return None,
+                    },
+                    Part::Unknown => return None,
+                };
+                (n > max).then(|| (format!("[{i}].{field}"), n))
+            }),
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for Content {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = Option::<Value>::deserialize(d)?;
@@ -431,6 +495,17 @@ pub enum Source {
         #[serde(default)]
         mime_type: Option<String>,
     },
+}
+
+impl Source {
+    /// The source's value: base64 bytes, a URL or a file handle.
+    pub fn value(&self) -> &str {
+        match self {
+            Source::Data { value, .. } | Source::Url { value, .. } | Source::File { value, .. } => {
+                value
+            }
+        }
+    }
 }
 
 /// Why a request body was refused, naming the field at fault.

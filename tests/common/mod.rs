@@ -261,6 +261,9 @@ pub struct Upstream {
     pub dropped: Notify,
     /// Weather tool calls received.
     pub tool_calls: Mutex<Vec<Value>>,
+    /// Weather calls being answered now, and the most there ever were at once.
+    pub tools_in_flight: std::sync::atomic::AtomicUsize,
+    pub tools_in_flight_max: std::sync::atomic::AtomicUsize,
 }
 
 pub struct FakeOpenAi {
@@ -358,6 +361,14 @@ async fn chat(
 async fn weather(State(up): State<Arc<Upstream>>, body: Bytes) -> Response {
     let args: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     up.tool_calls.lock().unwrap().push(args.clone());
+    // Cities named "Slow..." take a while to answer, so concurrent calls overlap.
+    if args["city"].as_str().is_some_and(|c| c.starts_with("Slow")) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = up.tools_in_flight.fetch_add(1, SeqCst) + 1;
+        up.tools_in_flight_max.fetch_max(now, SeqCst);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        up.tools_in_flight.fetch_sub(1, SeqCst);
+    }
     match args["city"].as_str() {
         Some("Atlantis") => (StatusCode::NOT_FOUND, "unknown city Atlantis").into_response(),
         Some(city) => {

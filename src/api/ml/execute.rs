@@ -153,6 +153,7 @@ async fn prepare(state: &AppState, agent: &Agent, body: &Value) -> Result<Prepar
     });
     let input = input::parse(run.to_string().as_bytes())
         .map_err(|e| MlError::bad(format!("input.{}", e.field), e.message))?;
+    check(state, agent, &input, "input.")?;
     Ok(Prepared {
         input,
         memory_id: agent.memory.store.then_some(thread),
@@ -399,12 +400,7 @@ pub async fn execute_stream(
         .any(|k| value.get(*k).is_some());
     let run = if is_agui {
         let run = input::parse(&bytes).map_err(|e| MlError::bad(e.field, e.message))?;
-        agui::check_tools(&agent, &run)
-            .and_then(|()| agui::check_limits(&state, &run))
-            .map_err(|e| match e {
-                crate::api::ApiError::BadRequest { field, message } => MlError::bad(field, message),
-                other => MlError::Internal(other.to_string()),
-            })?;
+        check(&state, &agent, &run, "")?;
         run
     } else {
         prepare(&state, &agent, &value).await?.input
@@ -412,6 +408,24 @@ pub async fn execute_stream(
     let permit = admit(&state, caller.as_deref())?;
     let started = agui::start(&state, agent, run, permit).await;
     Ok(agui::sse_response(&state, started))
+}
+
+/// Refuses a run the AG-UI endpoint would refuse (tool name clashes, size limits); `prefix`
+/// goes before the field named.
+fn check(
+    state: &AppState,
+    agent: &Agent,
+    run: &RunAgentInput,
+    prefix: &str,
+) -> Result<(), MlError> {
+    agui::check_tools(agent, run)
+        .and_then(|()| agui::check_limits(state, run))
+        .map_err(|e| match e {
+            crate::api::ApiError::BadRequest { field, message } => {
+                MlError::bad(format!("{prefix}{field}"), message)
+            }
+            other => MlError::Internal(other.to_string()),
+        })
 }
 
 /// Takes a place for the run under the gateway's and the caller's limits.
