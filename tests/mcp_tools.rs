@@ -457,3 +457,80 @@ async fn a_server_down_at_start_up_leaves_the_gateway_up_and_reports_it() {
     );
     assert_eq!(tool_names(&gw).await, Vec::<String>::new());
 }
+
+/// The demo tools, except that `add` never answers.
+#[derive(Clone)]
+struct Hangs(DemoServer);
+
+impl ServerHandler for Hangs {
+    fn get_info(&self) -> ServerConfig {
+        self.0.get_info()
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        self.0.list_tools(request, context).await
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if request.name == "add" {
+            std::future::pending::<()>().await;
+        }
+        self.0.call_tool(request, context).await
+    }
+}
+
+#[tokio::test]
+async fn a_hung_call_times_out_into_an_error_result_and_the_run_goes_on() {
+    let server = McpHttp::start("127.0.0.1:0", Hangs(DemoServer::new())).await;
+    let mut replies = call_then_text("call_1", "add", r#"{"a": 1, "b": 2}"#);
+    replies.extend(call_then_text("call_2", "add", r#"{"a": 3, "b": 4}"#));
+    let up = FakeOpenAi::start(replies).await;
+    let entry = mcp_entry(&format!("url = \"{}\"\ntimeout_secs = 1", server.url()));
+    let gw = Gateway::start(&up.config(&entry)).await;
+    wait_for(&gw, "ok").await;
+    for thread in ["t-hung-1", "t-hung-2"] {
+        let result = call(&gw, thread).await;
+        let text = result["content"].as_str().unwrap();
+        assert!(text.contains("timed out"), "{result}");
+        assert!(last_tool_message(&up).starts_with("Error"));
+    }
+    // The session survived the abandoned calls and the runs are gone.
+    assert_eq!(wait_for(&gw, "ok").await["tools"], json!(tool_names(&gw).await.len()));
+    wait_no_runs(&gw).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_server_that_accepts_and_never_answers_does_not_hold_up_the_gateway() {
+    // Takes connections and reads nothing, answers nothing.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = silent.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut conns = Vec::new();
+        while let Ok((c, _)) = silent.accept().await {
+            conns.push(c);
+        }
+    });
+    let up = FakeOpenAi::start(vec![Reply::Sse(text_chunks("Still here."))]).await;
+    let started = tokio::time::Instant::now();
+    let gw = Gateway::start(&up.config(&mcp_entry(&format!("url = \"http://{addr}/mcp\"")))).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "start-up waited on the silent server"
+    );
+    let h = health(&gw).await;
+    assert_eq!(h["status"], "degraded", "{h}");
+    assert_ne!(h["toolSources"][0]["status"], "ok", "{h}");
+    let events = gw.run("a", &user_says_hi("t-silent")).await;
+    assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED");
+    wait_no_runs(&gw).await;
+    held.abort();
+}
