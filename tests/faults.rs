@@ -1,5 +1,6 @@
 /// Faults end in a valid stream or a clean error, and leave nothing behind: garbage from the
-/// upstream, an upstream that keeps answering 429, and a thousand clients leaving at once.
+/// upstream, an upstream that keeps answering 429, a thousand clients leaving at once, and a
+/// PostgreSQL store that goes away mid-run and comes back.
 /// (Stalls, early closes, silence and slow readers are in `upstream_failures` and
 /// `cancellation`.)
 mod common;
@@ -80,4 +81,112 @@ async fn a_thousand_clients_leaving_at_once_leave_no_run_behind() {
         .await
         .unwrap();
     assert!(metrics.contains("agui_runs_active 0"), "{metrics}");
+}
+
+/// A TCP relay in front of PostgreSQL that the test can cut (live connections closed, new ones
+/// refused) and restore: the store going away mid-run, as a database restart or a network
+/// failure would make it.
+struct Relay {
+    addr: std::net::SocketAddr,
+    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    cut: tokio::sync::watch::Sender<u64>,
+}
+
+impl Relay {
+    async fn start(target: String) -> Relay {
+        use std::sync::atomic::Ordering::SeqCst;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let (cut, _) = tokio::sync::watch::channel(0u64);
+        let (is_up, cuts) = (std::sync::Arc::clone(&up), cut.clone());
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                if !is_up.load(SeqCst) {
+                    continue; // dropped: the connection is refused
+                }
+                let target = target.clone();
+                let mut cut = cuts.subscribe();
+                tokio::spawn(async move {
+                    let Ok(mut server) = tokio::net::TcpStream::connect(&target).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = cut.changed() => {}
+                    }
+                });
+            }
+        });
+        Relay { addr, up, cut }
+    }
+
+    fn cut(&self) {
+        self.up.store(false, std::sync::atomic::Ordering::SeqCst);
+        self.cut.send_modify(|n| *n += 1);
+    }
+
+    fn restore(&self) {
+        self.up.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn a_store_that_goes_away_mid_run_ends_it_cleanly_and_the_gateway_recovers() {
+    let Ok(url) = std::env::var("AGUI_TEST_PG") else {
+        assert!(std::env::var_os("CI").is_none(), "CI must set AGUI_TEST_PG");
+        eprintln!("\n*** AGUI_TEST_PG is unset: the store-failure test is NOT run ***\n");
+        return;
+    };
+    let parsed = reqwest::Url::parse(&url).unwrap();
+    let target = format!(
+        "{}:{}",
+        parsed.host_str().unwrap(),
+        parsed.port().unwrap_or(5432)
+    );
+    let relay = Relay::start(target).await;
+    let mut via_relay = parsed.clone();
+    via_relay.set_host(Some("127.0.0.1")).unwrap();
+    via_relay.set_port(Some(relay.addr.port())).unwrap();
+
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    let up = FakeOpenAi::start(vec![
+        Reply::Gated(
+            vec![json!({"choices": [{"index": 0, "delta": {"content": "Half "}}]})],
+            std::sync::Arc::clone(&gate),
+            text_chunks("an answer."),
+        ),
+        Reply::Sse(text_chunks("Back again.")),
+    ])
+    .await;
+    let toml = format!("[store]\nurl = \"{via_relay}\"\n{}", up.config(""));
+    let gw = Gateway::start(&toml).await;
+    let thread = format!("t-store-{}", uuid::Uuid::new_v4().simple());
+
+    // The run is streaming when the store goes away; then the model finishes.
+    let mut first = gw.post("a", &user_says_hi(&thread)).await;
+    assert_eq!(first.status(), 200);
+    let seen = read_until(&mut first, "Half").await;
+    relay.cut();
+    gate.notify_one();
+    let events = read_events_after(seen, first, false).await;
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "RUN_ERROR", "{events:?}");
+    assert_eq!(last["code"], "STORE_UNAVAILABLE");
+    wait_no_runs(&gw).await;
+
+    // While it is away, new runs are refused with the same clean error.
+    let refused = gw.run("a", &user_says_hi("t-store-down")).await;
+    assert_eq!(
+        refused.last().unwrap()["code"],
+        "STORE_UNAVAILABLE",
+        "{refused:?}"
+    );
+    wait_no_runs(&gw).await;
+
+    // Once it is back, the gateway uses it again without a restart.
+    relay.restore();
+    let again = gw.run("a", &user_says_hi(&format!("{thread}-after"))).await;
+    assert_eq!(again.last().unwrap()["type"], "RUN_FINISHED", "{again:?}");
+    wait_no_runs(&gw).await;
 }

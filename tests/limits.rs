@@ -167,7 +167,10 @@ async fn an_oversized_part_is_refused_before_streaming_naming_it() {
         assert_eq!(r.status(), 400);
         let v: serde_json::Value = r.json().await.unwrap();
         assert_eq!(v["error"]["field"], field, "{v}");
-        assert!(v["error"]["message"].as_str().unwrap().contains("1000"), "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains("1000"),
+            "{v}"
+        );
     }
     // The agent API refuses it too, before running anything.
     let r = reqwest::Client::new()
@@ -193,7 +196,11 @@ async fn an_oversized_part_is_refused_before_streaming_naming_it() {
         )
         .await;
     assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED", "{events:?}");
-    assert_eq!(up.requests().len(), 1, "only the run within the limit reached the model");
+    assert_eq!(
+        up.requests().len(),
+        1,
+        "only the run within the limit reached the model"
+    );
 }
 
 #[tokio::test]

@@ -503,7 +503,10 @@ async fn a_hung_call_times_out_into_an_error_result_and_the_run_goes_on() {
         assert!(last_tool_message(&up).starts_with("Error"));
     }
     // The session survived the abandoned calls and the runs are gone.
-    assert_eq!(wait_for(&gw, "ok").await["tools"], json!(tool_names(&gw).await.len()));
+    assert_eq!(
+        wait_for(&gw, "ok").await["tools"],
+        json!(tool_names(&gw).await.len())
+    );
     wait_no_runs(&gw).await;
     server.stop().await;
 }

@@ -46,7 +46,9 @@ pub async fn run(
         &mut report,
     )
     .await;
-    if let Some(ts) = &thread_store
+    // A failed flow keeps the messages that completed (a finished one saved them already).
+    if outcome.is_err()
+        && let Some(ts) = &thread_store
         && let Err(e) = ts.save(emitter.transcript().complete_messages()).await
     {
         tracing::error!(thread = %input.thread_id, error = %e, "could not save the flow's messages");
@@ -305,6 +307,12 @@ async fn drive(
         ] {
             emitter.emit(event).await.map_err(halted)?;
         }
+    }
+    // Stored before RUN_FINISHED: a client told the run finished may count on its messages.
+    if let Some(ts) = thread_store {
+        ts.save(emitter.transcript().messages())
+            .await
+            .map_err(unavailable)?;
     }
     emitter
         .emit(Event::RunFinished {

@@ -542,17 +542,19 @@ impl Run<'_> {
 
     async fn end(&mut self, outcome: Option<Outcome>) -> Result<(), Halt> {
         let v1 = self.emitter.is_v1();
-        if let Some(ts) = &self.thread_store
-            && ts.config.snapshot_on_finish
-        {
+        // Stored before RUN_FINISHED: a client told the run finished may count on its
+        // messages being there (a store failure ends the run with STORE_UNAVAILABLE instead).
+        if let Some(ts) = &self.thread_store {
             ts.save(self.emitter.transcript().messages())
                 .await
                 .map_err(Halt::Store)?;
             self.saved = true;
-            let messages = ts.load().await.map_err(Halt::Store)?;
-            self.emitter
-                .emit(Event::MessagesSnapshot { messages })
-                .await?;
+            if ts.config.snapshot_on_finish {
+                let messages = ts.load().await.map_err(Halt::Store)?;
+                self.emitter
+                    .emit(Event::MessagesSnapshot { messages })
+                    .await?;
+            }
         }
         if !self.usage.is_empty() {
             self.emitter

@@ -103,9 +103,23 @@ impl Gateway {
 /// Reads an SSE response to its end; every event must pass the verifier.
 pub async fn read_events(resp: reqwest::Response, v1: bool) -> Vec<Value> {
     assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    verify_sse(resp.bytes_stream(), v1).await
+}
+
+/// Like [`read_events`] for a response whose start (`seen`, e.g. from [`read_until`]) was
+/// already read.
+pub async fn read_events_after(seen: String, resp: reqwest::Response, v1: bool) -> Vec<Value> {
+    let head = futures::stream::iter([Ok(Bytes::from(seen))]);
+    verify_sse(head.chain(resp.bytes_stream()), v1).await
+}
+
+async fn verify_sse(
+    bytes: impl futures::Stream<Item = reqwest::Result<Bytes>> + Unpin,
+    v1: bool,
+) -> Vec<Value> {
     let mut verifier = Verifier::new(v1);
     let mut out = Vec::new();
-    let mut stream = resp.bytes_stream().eventsource();
+    let mut stream = bytes.eventsource();
     while let Some(ev) = stream.next().await {
         let ev = ev.expect("sse");
         let value: Value = serde_json::from_str(&ev.data).expect("event json");
@@ -152,9 +166,6 @@ fn assert_no_nulls(v: &Value) {
     }
 }
 
-/// The event types in order, with a run of content or argument events of one message or call
-/// counted once: the gateway joins deltas that are already waiting, so how many events a
-/// burst of upstream chunks becomes depends on timing (`text` and `args_of` check contents).
 /// Waits until no run is active or admitted on `gw` (cancelled runs wind down in the
 /// background); panics naming what is left after 10 s.
 pub async fn wait_no_runs(gw: &Gateway) {
@@ -181,6 +192,9 @@ pub async fn read_until(resp: &mut reqwest::Response, needle: &str) -> String {
     seen
 }
 
+/// The event types in order, with a run of content or argument events of one message or call
+/// counted once: the gateway joins deltas that are already waiting, so how many events a
+/// burst of upstream chunks becomes depends on timing (`text` and `args_of` check contents).
 pub fn types(events: &[Value]) -> Vec<&str> {
     let mut out: Vec<&str> = Vec::new();
     let mut last_target: Option<&Value> = None;
@@ -248,6 +262,8 @@ pub enum Reply {
     Status(u16, String),
     /// Anthropic-style SSE: each payload as `event: <its type>` + `data:`, no `[DONE]`.
     Named(Vec<Value>),
+    /// The first payloads, then a wait until the test opens the gate, then the rest and `[DONE]`.
+    Gated(Vec<Value>, Arc<Notify>, Vec<Value>),
 }
 
 #[derive(Default)]
@@ -343,6 +359,19 @@ async fn chat(
                 Err(std::io::Error::other("cut"))
             });
             sse(futures::stream::iter(frames).chain(cut).boxed())
+        }
+        Reply::Gated(first, gate, rest) => {
+            let head: Vec<Result<Bytes, std::io::Error>> =
+                first.iter().map(|c| Ok(frame(c))).collect();
+            let mut tail: Vec<Result<Bytes, std::io::Error>> =
+                rest.iter().map(|c| Ok(frame(c))).collect();
+            tail.push(Ok(Bytes::from_static(b"data: [DONE]\n\n")));
+            let opened = futures::stream::once(async move {
+                gate.notified().await;
+                futures::stream::iter(tail)
+            })
+            .flatten();
+            sse(futures::stream::iter(head).chain(opened).boxed())
         }
         Reply::Stall(chunks) => {
             let guard = DropSignal(Arc::clone(&up));
