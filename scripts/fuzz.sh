@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Runs every cargo-fuzz target for a bounded time (seconds per target, default 20): the
-# RunAgentInput parser, the execute input parser and the provider stream normalisers. Needs a
-# nightly toolchain (libFuzzer's sanitizer flags); installs cargo-fuzz from crates.io when
-# missing. A crash fails the run and leaves its input under fuzz/artifacts/<target>/; turn
-# it into a regression test before fixing it.
+# RunAgentInput parser, the execute input parser and the provider stream normalisers (OpenAI,
+# Anthropic, Bedrock). Needs a nightly toolchain (libFuzzer's coverage flags); installs
+# cargo-fuzz from crates.io when missing. A crash fails the run and leaves its input under
+# fuzz/artifacts/<target>/; turn it into a regression test before fixing it.
+#
+# The build is unoptimised with debug assertions (overflow checks find more, and it builds in
+# half the time) and without a sanitizer (the code under fuzz has no unsafe blocks). FUZZ_RELEASE=1 builds
+# optimised with AddressSanitizer, for long local runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-20}
@@ -15,11 +19,22 @@ fi
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
 
 cd fuzz
+if [ "${FUZZ_RELEASE:-0}" = 1 ]; then
+  build=(-O)
+else
+  build=(--dev -s none)
+fi
 targets=$(cargo +nightly fuzz list)
-cargo +nightly fuzz build -O $targets
+cargo +nightly fuzz build "${build[@]}"
+log=$(mktemp)
 for t in $targets; do
   mkdir -p "corpus/$t"
   echo "fuzzing $t for ${secs}s"
-  cargo +nightly fuzz run -O "$t" "corpus/$t" seeds/"$t" -- \
-    -max_total_time="$secs" -rss_limit_mb=2048 -print_final_stats=1 2>&1 | tail -n 4
+  if ! cargo +nightly fuzz run "${build[@]}" "$t" "corpus/$t" seeds/"$t" -- \
+    -max_total_time="$secs" -rss_limit_mb=2048 -print_final_stats=1 >"$log" 2>&1; then
+    tail -n 60 "$log"
+    echo "scripts/fuzz.sh: $t failed; the input is under fuzz/artifacts/$t/" >&2
+    exit 1
+  fi
+  grep -E '^Done|stat::number_of_executed_units' "$log" | head -n 2
 done

@@ -40,6 +40,11 @@ pub struct BenchOptions {
     pub throughput_tokens: usize,
     /// The concurrency levels of the memory phase.
     pub memory_levels: Vec<usize>,
+    /// How the memory phase reaches the upstream: `h1`, `h2`.
+    pub memory_upstreams: Vec<String>,
+    /// How the memory phase's clients reach the gateway: `h1` (a connection per run), `h2`
+    /// (up to 100 runs per connection).
+    pub memory_clients: Vec<String>,
     /// The gateway binary (this executable by default).
     pub gateway_bin: PathBuf,
     /// The phases to run: `latency`, `throughput`, `memory`.
@@ -55,6 +60,8 @@ impl Default for BenchOptions {
             throughput_runs: 8,
             throughput_tokens: 20_000,
             memory_levels: vec![1, 100, 1_000, 10_000],
+            memory_upstreams: vec!["h1".into(), "h2".into()],
+            memory_clients: vec!["h1".into(), "h2".into()],
             gateway_bin: std::env::current_exe().unwrap_or_else(|_| "agui-gateway".into()),
             phases: vec!["latency".into(), "throughput".into(), "memory".into()],
         }
@@ -416,6 +423,9 @@ async fn wave(
     out
 }
 
+/// Runs an HTTP/2 client multiplexes on one connection in the memory phase.
+const H2_STREAMS_PER_CONNECTION: usize = 100;
+
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }
@@ -566,29 +576,61 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<()> {
         println!("## memory, slow streaming runs (1 token/s)");
         println!(
             "{:>8}  {:>9}  {:>10}  {:>10}  {:>12}  {:>9}",
-            "runs", "upstream", "RSS", "peak RSS", "RSS per run", "no stream"
+            "runs", "client/up", "RSS", "peak RSS", "RSS per run", "no stream"
         );
         up.tokens.store(100_000, Ordering::Relaxed);
         up.tps.store(1, Ordering::Relaxed);
+        // Per run is measured from the idle gateway, before any load: memory an earlier row
+        // left with the allocator counts against the later rows (an upper bound).
+        let baseline = sample(gw.pid());
         for &n in &opts.memory_levels {
-            for (agent, label, fds_per_run) in
-                [("bench", "HTTP/1.1", 2u64), ("bench-h2", "HTTP/2", 1u64)]
-            {
-                // The gateway holds a client socket (and, over HTTP/1.1, an upstream one)
-                // per run.
-                if (n as u64) * fds_per_run + 256 > fd_limit {
+            let rows = [("h1", "h1"), ("h1", "h2"), ("h2", "h1"), ("h2", "h2")]
+                .into_iter()
+                .filter(|(c, u)| {
+                    opts.memory_clients.iter().any(|x| x == c)
+                        && opts.memory_upstreams.iter().any(|x| x == u)
+                });
+            for (clients, upstream) in rows {
+                let agent = if upstream == "h1" {
+                    "bench"
+                } else {
+                    "bench-h2"
+                };
+                let label = format!("{clients}/{upstream}");
+                // The gateway (and this process) holds a socket per HTTP/1.1 client and per
+                // HTTP/1.1 upstream call; HTTP/2 multiplexes.
+                let fds = |proto: &str| {
+                    if proto == "h1" {
+                        n as u64
+                    } else {
+                        n as u64 / 50 + 1
+                    }
+                };
+                if fds(clients) + fds(upstream) + 256 > fd_limit {
                     println!(
                         "{n:>8}  {label:>9}  skipped: the open-file limit {fd_limit} is too low"
                     );
                     continue;
                 }
+                // HTTP/2 clients multiplex up to 100 runs per connection, as a browser does.
+                let pool: Vec<reqwest::Client> = if clients == "h1" {
+                    vec![http.clone()]
+                } else {
+                    (0..n.div_ceil(H2_STREAMS_PER_CONNECTION))
+                        .map(|_| {
+                            reqwest::Client::builder()
+                                .http2_prior_knowledge()
+                                .build()
+                                .expect("client")
+                        })
+                        .collect()
+                };
                 let url = format!("http://{}/agents/{agent}/agui", gw.addr);
-                let idle = sample(gw.pid());
                 let started = Arc::new(tokio::sync::Semaphore::new(0));
                 let tasks: Vec<_> = (0..n)
                     .map(|i| {
                         tokio::spawn(client(
-                            http.clone(),
+                            pool[(i / H2_STREAMS_PER_CONNECTION) % pool.len()].clone(),
                             url.clone(),
                             run_body(i),
                             epoch,
@@ -606,7 +648,7 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<()> {
                     Ok(Ok(_)) => n,
                     _ => started.available_permits(),
                 };
-                let per_run = s.rss_kib.saturating_sub(idle.rss_kib) as f64 / n as f64;
+                let per_run = s.rss_kib.saturating_sub(baseline.rss_kib) as f64 / n as f64;
                 for t in &tasks {
                     t.abort();
                 }

@@ -53,6 +53,14 @@ enum Command {
         /// Tokens per reply in the throughput phase.
         #[arg(long)]
         throughput_tokens: Option<usize>,
+        /// How the memory phase reaches the upstream: h1 (a connection per run), h2 (one
+        /// shared connection), or both.
+        #[arg(long, value_delimiter = ',')]
+        upstream: Option<Vec<String>>,
+        /// How the memory phase's clients reach the gateway: h1 (a connection per run), h2
+        /// (up to 100 runs per connection, as browsers multiplex), or both.
+        #[arg(long, value_delimiter = ',')]
+        clients: Option<Vec<String>>,
         /// The gateway to measure (a wrapper script works too); this executable by default.
         #[arg(long)]
         gateway: Option<std::path::PathBuf>,
@@ -125,6 +133,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             levels,
             only,
             throughput_tokens,
+            upstream,
+            clients,
             gateway,
         } => {
             let mut opts = agui_gateway::bench::BenchOptions {
@@ -146,6 +156,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             if let Some(g) = gateway {
                 opts.gateway_bin = g;
+            }
+            if let Some(u) = upstream {
+                opts.memory_upstreams = u;
+            }
+            if let Some(c) = clients {
+                opts.memory_clients = c;
             }
             agui_gateway::bench::run(opts).await
         }

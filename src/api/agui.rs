@@ -195,7 +195,10 @@ pub(crate) async fn start(
                 let cancel = _guard.cancel.clone();
                 let limit = state.settings.max_run_secs;
                 let timed_out = Arc::new(AtomicBool::new(false));
-                let mut emitter = emitter
+                let mut emitter = emitter;
+                // Re-assigned in place (not shadowed): each binding would take its own slot in
+                // the run task's state.
+                emitter = emitter
                     .with_closing_flag(Arc::clone(&_guard.closing))
                     .with_cancel_reason(
                         Arc::clone(&timed_out),
@@ -225,8 +228,7 @@ pub(crate) async fn start(
                         };
                         let keep = Duration::from_secs(state.settings.run_events_keep_secs);
                         let log = state.event_log.start(record, keep).await;
-                        let mut emitter =
-                            emitter.with_log(log, state.settings.detach_on_disconnect);
+                        emitter = emitter.with_log(log, state.settings.detach_on_disconnect);
                         let report = {
                             let drive = crate::agent::drive(
                                 &agent,
