@@ -4,6 +4,7 @@
 # Anthropic, Bedrock). Needs a nightly toolchain (libFuzzer's coverage flags); installs
 # cargo-fuzz from crates.io when missing. A crash fails the run and leaves its input under
 # fuzz/artifacts/<target>/; turn it into a regression test before fixing it.
+# `scripts/fuzz.sh build` only builds (CI builds while the tests run).
 #
 # The build is unoptimised with debug assertions (overflow checks find more, and it builds in
 # half the time) and without a sanitizer (the code under fuzz has no unsafe blocks). FUZZ_RELEASE=1 builds
@@ -11,6 +12,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-20}
+build_only=0
+if [ "$secs" = build ]; then build_only=1; fi
 
 if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
   echo "scripts/fuzz.sh: no nightly toolchain here; fuzzing skipped" >&2
@@ -26,6 +29,7 @@ else
 fi
 targets=$(cargo +nightly fuzz list)
 cargo +nightly fuzz build "${build[@]}"
+if ((build_only)); then exit 0; fi
 log=$(mktemp)
 for t in $targets; do
   mkdir -p "corpus/$t"

@@ -7,8 +7,11 @@
 //!   and clients share this process), p50 / p99;
 //! - unthrottled throughput through the gateway as a ratio to a client reading the upstream
 //!   directly;
-//! - peak RSS and RSS per concurrent run at 1, 100, 1,000 and 10,000 slow streaming runs;
-//! - time to first event.
+//! - peak RSS and RSS per concurrent run at 1, 100, 1,000 and 10,000 slow streaming runs,
+//!   with clients over HTTP/1.1 (a connection per run) and HTTP/2, upstreams likewise;
+//! - time to first event;
+//! - RSS after each of several waves of runs whose clients leave mid-stream (it must level
+//!   off: nothing a cancelled run held may stay behind).
 //!
 //! Figures only: nothing here asserts a timing (the machines are shared and noisy).
 
@@ -45,9 +48,13 @@ pub struct BenchOptions {
     /// How the memory phase's clients reach the gateway: `h1` (a connection per run), `h2`
     /// (up to 100 runs per connection).
     pub memory_clients: Vec<String>,
+    /// Waves of the churn phase.
+    pub churn_waves: usize,
+    /// Runs per churn wave.
+    pub churn_runs: usize,
     /// The gateway binary (this executable by default).
     pub gateway_bin: PathBuf,
-    /// The phases to run: `latency`, `throughput`, `memory`.
+    /// The phases to run: `latency`, `throughput`, `memory`, `churn`.
     pub phases: Vec<String>,
 }
 
@@ -62,8 +69,15 @@ impl Default for BenchOptions {
             memory_levels: vec![1, 100, 1_000, 10_000],
             memory_upstreams: vec!["h1".into(), "h2".into()],
             memory_clients: vec!["h1".into(), "h2".into()],
+            churn_waves: 10,
+            churn_runs: 1_000,
             gateway_bin: std::env::current_exe().unwrap_or_else(|_| "agui-gateway".into()),
-            phases: vec!["latency".into(), "throughput".into(), "memory".into()],
+            phases: vec![
+                "latency".into(),
+                "throughput".into(),
+                "memory".into(),
+                "churn".into(),
+            ],
         }
     }
 }
@@ -423,6 +437,52 @@ async fn wave(
     out
 }
 
+/// Starts `n` slow runs spread over `pool` (100 per client) and waits until each has streamed
+/// a token, so all are live at once (at most two minutes); returns the clients' tasks and how
+/// many runs streamed.
+async fn stream_all(
+    pool: &[reqwest::Client],
+    url: &str,
+    n: usize,
+    epoch: Instant,
+) -> (Vec<tokio::task::JoinHandle<ClientStats>>, usize) {
+    let started = Arc::new(tokio::sync::Semaphore::new(0));
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            tokio::spawn(client(
+                pool[(i / H2_STREAMS_PER_CONNECTION) % pool.len()].clone(),
+                url.to_string(),
+                run_body(i),
+                epoch,
+                false,
+                Some(Arc::clone(&started)),
+            ))
+        })
+        .collect();
+    let all = tokio::time::timeout(Duration::from_secs(120), started.acquire_many(n as u32)).await;
+    let streamed = match all {
+        Ok(Ok(_)) => n,
+        _ => started.available_permits(),
+    };
+    (tasks, streamed)
+}
+
+/// The clients leave; waits (at most a minute) until the gateway has cancelled their runs.
+async fn leave(tasks: Vec<tokio::task::JoinHandle<ClientStats>>, gw: &Gateway) {
+    for t in &tasks {
+        t.abort();
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    for _ in 0..600 {
+        if gw.active_runs().await == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Runs an HTTP/2 client multiplexes on one connection in the memory phase.
 const H2_STREAMS_PER_CONNECTION: usize = 100;
 
@@ -626,35 +686,10 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<()> {
                         .collect()
                 };
                 let url = format!("http://{}/agents/{agent}/agui", gw.addr);
-                let started = Arc::new(tokio::sync::Semaphore::new(0));
-                let tasks: Vec<_> = (0..n)
-                    .map(|i| {
-                        tokio::spawn(client(
-                            pool[(i / H2_STREAMS_PER_CONNECTION) % pool.len()].clone(),
-                            url.clone(),
-                            run_body(i),
-                            epoch,
-                            false,
-                            Some(Arc::clone(&started)),
-                        ))
-                    })
-                    .collect();
-                // Every run has streamed a token: all are live at once.
-                let all =
-                    tokio::time::timeout(Duration::from_secs(120), started.acquire_many(n as u32))
-                        .await;
+                let (tasks, streamed) = stream_all(&pool, &url, n, epoch).await;
                 let s = sample(gw.pid());
-                let streamed = match all {
-                    Ok(Ok(_)) => n,
-                    _ => started.available_permits(),
-                };
                 let per_run = s.rss_kib.saturating_sub(baseline.rss_kib) as f64 / n as f64;
-                for t in &tasks {
-                    t.abort();
-                }
-                for t in tasks {
-                    let _ = t.await;
-                }
+                leave(tasks, &gw).await;
                 println!(
                     "{n:>8}  {label:>9}  {:>7.1} MB  {:>7.1} MB  {:>9.1} KiB  {:>9}",
                     s.rss_kib as f64 / 1024.0,
@@ -662,14 +697,30 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<()> {
                     per_run,
                     n - streamed
                 );
-                // The clients left: the gateway cancels their runs.
-                for _ in 0..600 {
-                    if gw.active_runs().await == 0 {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
             }
+        }
+    }
+    // 4. Churn: waves of clients that leave mid-stream; the gateway's RSS must level off.
+    if opts.phases.iter().any(|p| p == "churn") {
+        let (waves, n) = (opts.churn_waves, opts.churn_runs);
+        println!("## churn: {waves} waves of {n} runs whose clients leave mid-stream");
+        println!(
+            "{:>6}  {:>10}  {:>11}  {:>9}",
+            "wave", "RSS", "active runs", "no stream"
+        );
+        up.tokens.store(100_000, Ordering::Relaxed);
+        up.tps.store(1, Ordering::Relaxed);
+        let url = format!("http://{}/agents/bench-h2/agui", gw.addr);
+        for wave in 1..=waves {
+            let (tasks, streamed) = stream_all(std::slice::from_ref(&http), &url, n, epoch).await;
+            leave(tasks, &gw).await;
+            let s = sample(gw.pid());
+            println!(
+                "{wave:>6}  {:>7.1} MB  {:>11}  {:>9}",
+                s.rss_kib as f64 / 1024.0,
+                gw.active_runs().await,
+                n - streamed
+            );
         }
     }
     let last = sample(gw.pid());

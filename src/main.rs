@@ -47,7 +47,7 @@ enum Command {
         /// Concurrency levels of the memory phase.
         #[arg(long, value_delimiter = ',')]
         levels: Option<Vec<usize>>,
-        /// Run only these phases (latency, throughput, memory).
+        /// Run only these phases (latency, throughput, memory, churn).
         #[arg(long, value_delimiter = ',')]
         only: Option<Vec<String>>,
         /// Tokens per reply in the throughput phase.
@@ -143,6 +143,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             if quick {
                 opts.memory_levels = vec![1, 100, 1_000];
+                opts.churn_waves = 3;
                 opts.latency_tokens = 40;
             }
             if let Some(l) = levels {

@@ -37,19 +37,11 @@ async fn servers() -> Vec<Server> {
     let dir = common::temp_dir("memory-containers");
     let sqlite = SqlStore::open_sqlite(&dir.join("agui.db")).await.unwrap();
     let mut out = vec![serve(Arc::new(sqlite), "sqlite").await];
-    match std::env::var("AGUI_TEST_PG") {
-        Ok(url) => {
-            let pg = SqlStore::connect_postgres(&url)
-                .await
-                .expect("AGUI_TEST_PG must point at a running PostgreSQL");
-            out.push(serve(Arc::new(pg), "postgres").await);
-        }
-        Err(_) if std::env::var_os("CI").is_some() => {
-            panic!("CI must set AGUI_TEST_PG: the PostgreSQL store is part of the suite")
-        }
-        Err(_) => eprintln!(
-            "\n*** AGUI_TEST_PG is unset: the PostgreSQL memory store is NOT tested in this run ***\n"
-        ),
+    if let Some(url) = common::test_pg("the PostgreSQL memory store") {
+        let pg = SqlStore::connect_postgres(&url)
+            .await
+            .expect("AGUI_TEST_PG must point at a running PostgreSQL");
+        out.push(serve(Arc::new(pg), "postgres").await);
     }
     out
 }

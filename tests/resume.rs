@@ -128,9 +128,7 @@ async fn a_detached_run_goes_on_and_can_be_followed_to_its_end() {
 
 #[tokio::test]
 async fn two_gateways_on_one_postgres_store_share_threads_and_runs() {
-    let Ok(url) = std::env::var("AGUI_TEST_PG") else {
-        assert!(std::env::var_os("CI").is_none(), "CI must set AGUI_TEST_PG");
-        eprintln!("\n*** AGUI_TEST_PG is unset: the two-gateway test is NOT run ***\n");
+    let Some(url) = test_pg("two gateways on one store") else {
         return;
     };
     let (dir_a, dir_b) = (temp_dir("pg-a"), temp_dir("pg-b"));

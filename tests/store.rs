@@ -15,18 +15,12 @@ async fn stores() -> Vec<Arc<dyn Store>> {
     let mut out: Vec<Arc<dyn Store>> = vec![Arc::new(
         SqlStore::open_sqlite(&dir.join("agui.db")).await.unwrap(),
     )];
-    match std::env::var("AGUI_TEST_PG") {
-        Ok(url) => out.push(Arc::new(
+    if let Some(url) = common::test_pg("the PostgreSQL store") {
+        out.push(Arc::new(
             SqlStore::connect_postgres(&url)
                 .await
                 .expect("AGUI_TEST_PG must point at a running PostgreSQL"),
-        )),
-        Err(_) if std::env::var_os("CI").is_some() => {
-            panic!("CI must set AGUI_TEST_PG: the PostgreSQL store is part of the suite")
-        }
-        Err(_) => eprintln!(
-            "\n*** AGUI_TEST_PG is unset: the PostgreSQL store is NOT tested in this run ***\n"
-        ),
+        ));
     }
     out
 }
