@@ -74,12 +74,7 @@ async fn a_thousand_clients_leaving_at_once_leave_no_run_behind() {
     // place given back.
     drop(streams);
     wait_no_runs(&gw).await;
-    let metrics = reqwest::get(gw.url("/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = gw.get_text("/metrics").await;
     assert!(metrics.contains("agui_runs_active 0"), "{metrics}");
 }
 

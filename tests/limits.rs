@@ -121,12 +121,7 @@ async fn a_run_past_its_wall_clock_limit_ends_with_run_timeout() {
     up.upstream.dropped.notified().await;
     wait_no_runs(&gw).await;
     // Metrics count the code the client saw, not the cancellation behind it.
-    let metrics = reqwest::get(gw.url("/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = gw.get_text("/metrics").await;
     assert!(
         metrics.contains(r#"agui_runs_failed_total{agent="a",code="RUN_TIMEOUT"} 1"#),
         "{metrics}"
@@ -172,6 +167,13 @@ async fn an_oversized_part_is_refused_before_streaming_naming_it() {
             "{v}"
         );
     }
+    // A context value is a part too.
+    let mut body = user_says_hi("t-part-ctx");
+    body["context"] = json!([{"description": "notes", "value": "n".repeat(1001)}]);
+    let r = gw.post("a", &body).await;
+    assert_eq!(r.status(), 400);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["field"], "context[0].value", "{v}");
     // The agent API refuses it too, before running anything.
     let r = reqwest::Client::new()
         .post(gw.url("/_plugins/_ml/agents/a/_execute"))

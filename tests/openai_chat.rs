@@ -130,12 +130,7 @@ async fn the_api_key_is_sent_upstream_and_never_listed() {
         "{err}"
     );
     assert!(err["message"].as_str().unwrap().contains("[REDACTED]"));
-    let listing = reqwest::get(gw.url("/agents"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let listing = gw.get_text("/agents").await;
     assert!(!listing.contains("sk-very"), "{listing}");
     assert!(listing.contains("get_weather"));
 }

@@ -82,6 +82,16 @@ impl Gateway {
         format!("http://{}{}", self.addr, path)
     }
 
+    /// The text of a GET of `path` (e.g. `/metrics`).
+    pub async fn get_text(&self, path: &str) -> String {
+        reqwest::get(self.url(path))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     /// POSTs a run and reads the whole event stream, verifying it.
     pub async fn run(&self, agent: &str, body: &Value) -> Vec<Value> {
         let resp = self.post(agent, body).await;
