@@ -26,6 +26,7 @@ pub mod model;
 pub mod protocol;
 pub mod runs;
 pub mod store;
+pub mod telemetry;
 pub mod tools;
 
 use std::collections::HashMap;
@@ -192,7 +193,7 @@ pub fn router(state: AppState) -> Router {
             HeaderName::from_static("last-event-id"),
         ])
         .expose_headers([header::RETRY_AFTER]);
-    Router::new()
+    let mut app = Router::new()
         .route("/healthz", get(api::health::healthz))
         .route("/metrics", get(api::health::metrics))
         .route("/agents", get(api::health::agents))
@@ -210,9 +211,11 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             api::auth::require,
         ))
-        .layer(cors)
-        .layer(TraceLayer::new_for_http())
-        .with_state(state)
+        .layer(cors);
+    if telemetry::exporting() {
+        app = app.layer(axum::middleware::from_fn(telemetry::server_span));
+    }
+    app.layer(TraceLayer::new_for_http()).with_state(state)
 }
 
 /// Serves until `shutdown` resolves. Then no new connection or run is taken; active runs may

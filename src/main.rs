@@ -93,20 +93,10 @@ async fn main() -> std::process::ExitCode {
             }
         };
     }
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    // AGUI_LOG_FORMAT=json: one JSON object per line, with the fields of the enclosing spans
-    // (agent, thread and run ids; model and tool names), for log pipelines.
-    if std::env::var("AGUI_LOG_FORMAT").is_ok_and(|v| v.eq_ignore_ascii_case("json")) {
-        tracing_subscriber::fmt()
-            .json()
-            .with_current_span(true)
-            .with_span_list(true)
-            .with_env_filter(filter)
-            .init();
-    } else {
-        tracing_subscriber::fmt().with_env_filter(filter).init();
-    }
-    match run(cli).await {
+    let telemetry = agui_gateway::telemetry::init("info");
+    let outcome = run(cli).await;
+    telemetry.shutdown().await;
+    match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("agui-gateway: {e:#}");

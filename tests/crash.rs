@@ -2,55 +2,15 @@
 /// thread holds everything that completed, is not left busy, and the killed run's replay ends.
 mod common;
 
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::temp_dir;
+use common::{GatewayProcess, temp_dir};
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn start(config: &std::path::Path) -> Server {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
-        .args(["serve", "--config"])
-        .arg(config)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // Owned by the guard before anything can fail, so the process is always reaped.
-    let server = Server {
-        child,
-        base: format!("http://127.0.0.1:{port}"),
-    };
-    for _ in 0..200 {
-        if reqwest::get(format!("{}/healthz", server.base))
-            .await
-            .is_ok()
-        {
-            return server;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the gateway did not start");
+async fn start(config: &std::path::Path) -> GatewayProcess {
+    GatewayProcess::spawn(config, &[], false).await
 }
 
 async fn events(base: &str, body: &Value, stop_after: Option<usize>) -> Vec<Value> {

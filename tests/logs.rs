@@ -3,9 +3,6 @@
 /// or the user's message text.
 mod common;
 
-use std::process::Stdio;
-use std::time::Duration;
-
 use common::*;
 use serde_json::{Value, json};
 
@@ -30,39 +27,22 @@ async fn json_logs_carry_run_ids_and_no_secrets_or_bodies() {
         );
     let path = dir.join("gw.toml");
     std::fs::write(&path, toml).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
-        .args(["serve", "--config"])
-        .arg(&path)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .env("AGUI_LOG_FORMAT", "json")
-        .env("RUST_LOG", "info")
-        .env("AGUI_TEST_LOG_KEY", secret)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let base = format!("http://127.0.0.1:{port}");
-    let mut up_ok = false;
-    for _ in 0..200 {
-        if reqwest::get(format!("{base}/healthz")).await.is_ok() {
-            up_ok = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(up_ok, "the gateway did not start");
+    let gw = GatewayProcess::spawn(
+        &path,
+        &[
+            ("AGUI_LOG_FORMAT", "json"),
+            ("RUST_LOG", "info"),
+            ("AGUI_TEST_LOG_KEY", secret),
+        ],
+        true,
+    )
+    .await;
     let body = run_input(
         "t-logs",
         json!([{"id": "u1", "role": "user", "content": "my private question"}]),
     );
     let resp = reqwest::Client::new()
-        .post(format!("{base}/agents/a/agui"))
+        .post(gw.url("/agents/a/agui"))
         .json(&body)
         .send()
         .await
@@ -70,9 +50,7 @@ async fn json_logs_carry_run_ids_and_no_secrets_or_bodies() {
     let events = read_events(resp, false).await;
     assert_eq!(events.last().unwrap()["type"], "RUN_ERROR");
     let run_id = body["runId"].as_str().unwrap().to_string();
-    child.start_kill().unwrap();
-    let out = child.wait_with_output().await.unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = gw.kill_and_read_stdout();
     assert!(!text.contains(secret), "the API key leaked into the logs");
     assert!(
         !text.contains("my private question"),

@@ -261,7 +261,7 @@ async fn drive(
         let out = tokio::select! {
             biased;
             _ = cancel.cancelled() => return Err(("CANCELLED".into(), "The run was cancelled.".into())),
-            out = agent.tools.call(&step.tool, &args, ctx) => out,
+            out = super::execute_tool(&agent.tools, &step.tool, &call_id, &args, ctx) => out,
         };
         emitter
             .emit(Event::ToolCallResult {

@@ -57,19 +57,61 @@ pub async fn drive(
     // Span names and attributes follow OpenTelemetry's GenAI conventions where they apply.
     let span = tracing::info_span!(
         "invoke_agent",
+        otel.name = format!("invoke_agent {}", agent.id),
+        gen_ai.operation.name = "invoke_agent",
         gen_ai.agent.id = %agent.id,
+        gen_ai.conversation.id = %input.thread_id,
         thread_id = %input.thread_id,
         run_id = %input.run_id,
+        otel.status_code = tracing::field::Empty,
+        error.type = tracing::field::Empty,
     );
-    if agent.kind.is_flow() {
+    let report = if agent.kind.is_flow() {
         flow::run(agent, input, emitter, cancel, store)
-            .instrument(span)
+            .instrument(span.clone())
             .await
     } else {
         react::run(agent, input, emitter, cancel, store)
-            .instrument(span)
+            .instrument(span.clone())
             .await
+    };
+    if let Some((code, _)) = &report.error {
+        failed_span(&span, code);
     }
+    report
+}
+
+/// Runs one backend tool call under an `execute_tool` span and counts it in the metrics.
+pub(crate) async fn execute_tool(
+    tools: &crate::tools::Registry,
+    name: &str,
+    call_id: &str,
+    args: &str,
+    ctx: crate::tools::ToolContext,
+) -> crate::tools::ToolOutput {
+    use tracing::Instrument;
+    let span = tracing::info_span!(
+        "execute_tool",
+        otel.name = format!("execute_tool {name}"),
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = name,
+        gen_ai.tool.call.id = call_id,
+        otel.status_code = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+    );
+    let started = std::time::Instant::now();
+    let out = tools.call(name, args, ctx).instrument(span.clone()).await;
+    if out.is_error {
+        failed_span(&span, "tool_error");
+    }
+    crate::metrics::tool_call(name, out.is_error, started.elapsed());
+    out
+}
+
+/// Marks a span as failed with the error code the client saw (or the tool's failure).
+pub(crate) fn failed_span(span: &tracing::Span, code: &str) {
+    span.record("otel.status_code", "ERROR");
+    span.record("error.type", code);
 }
 
 /// What an execution's `parameters` change for one run (carried in `forwardedProps.parameters`).

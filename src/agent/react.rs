@@ -592,16 +592,27 @@ impl Run<'_> {
     async fn model_turn(&mut self, request: ModelRequest) -> Result<Turn, Halt> {
         let started = std::time::Instant::now();
         let mut first_event = None;
+        let model = self.agent.provider.model_id();
         let span = tracing::info_span!(
             "chat",
+            otel.name = format!("chat {model}"),
+            otel.kind = "client",
+            gen_ai.operation.name = "chat",
             gen_ai.system = self.agent.provider.name(),
-            gen_ai.request.model = self.agent.provider.model_id(),
+            gen_ai.request.model = model,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.output_tokens = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+            error.type = tracing::field::Empty,
         );
         let turn = tracing::Instrument::instrument(
             self.model_turn_streamed(request, started, &mut first_event),
-            span,
+            span.clone(),
         )
         .await;
+        if let Err(Halt::Model(e)) = &turn {
+            super::failed_span(&span, e.code());
+        }
         // A cancelled call says nothing about the upstream.
         if !matches!(turn, Err(Halt::Cancelled)) {
             crate::metrics::model_call(
@@ -781,6 +792,11 @@ impl Run<'_> {
             self.end_call(call).await?;
         }
         if let Some(u) = call_usage {
+            let span = tracing::Span::current();
+            // As i64: OpenTelemetry takes a u64 field as a string.
+            let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+            span.record("gen_ai.usage.input_tokens", count(u.input_tokens));
+            span.record("gen_ai.usage.output_tokens", count(u.output_tokens));
             self.usage.record(
                 self.agent.provider.name(),
                 self.agent.provider.model_id(),
@@ -921,17 +937,8 @@ impl Run<'_> {
             .enumerate()
             .map(|(i, c)| {
                 let ctx = self.tool_context(&c.id);
-                let span = tracing::info_span!(
-                    "execute_tool",
-                    gen_ai.tool.name = %c.name,
-                    gen_ai.tool.call.id = %c.id,
-                );
                 async move {
-                    let started = std::time::Instant::now();
-                    let out =
-                        tracing::Instrument::instrument(tools.call(&c.name, &c.args, ctx), span)
-                            .await;
-                    crate::metrics::tool_call(&c.name, out.is_error, started.elapsed());
+                    let out = super::execute_tool(tools, &c.name, &c.id, &c.args, ctx).await;
                     (i, out)
                 }
             })

@@ -189,7 +189,9 @@ pub(crate) async fn start(
         }
         Ok(guard) => {
             let state = state.clone();
-            tokio::spawn(async move {
+            // The request's span (while traces are exported) goes with the run into its task.
+            let request_span = tracing::Span::current();
+            let task = async move {
                 let _permit = permit;
                 let _guard = guard;
                 let cancel = _guard.cancel.clone();
@@ -265,7 +267,8 @@ pub(crate) async fn start(
                         let _ = done_tx.send(report);
                     }
                 }
-            });
+            };
+            tokio::spawn(tracing::Instrument::instrument(task, request_span));
         }
     }
     Started {

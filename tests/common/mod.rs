@@ -110,6 +110,90 @@ impl Gateway {
     }
 }
 
+/// The gateway binary serving `config` on a free loopback port with extra environment
+/// variables; killed (and reaped) when dropped.
+pub struct GatewayProcess {
+    child: std::process::Child,
+    pub base: String,
+}
+
+impl GatewayProcess {
+    /// Starts it and waits for `/healthz`; `capture` keeps stdout (the logs) for
+    /// [`GatewayProcess::kill_and_read_stdout`].
+    pub async fn spawn(config: &std::path::Path, env: &[(&str, &str)], capture: bool) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_agui-gateway"))
+            .args(["serve", "--config"])
+            .arg(config)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .envs(env.iter().copied())
+            .stdout(if capture {
+                std::process::Stdio::piped()
+            } else {
+                std::process::Stdio::null()
+            })
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Owned by the guard before anything can fail, so the process is always reaped.
+        let process = GatewayProcess {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        };
+        for _ in 0..200 {
+            if reqwest::get(process.url("/healthz")).await.is_ok() {
+                return process;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the gateway did not start");
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// SIGTERM: the gateway shuts down gracefully (and flushes what it exports).
+    pub fn terminate(&self) {
+        let pid = libc::pid_t::try_from(self.child.id()).unwrap();
+        // SAFETY: signalling a child process this guard owns and has not reaped.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    }
+
+    /// Waits (up to 20 s) for the process to exit on its own and returns its status.
+    pub async fn wait_exit(&mut self) -> std::process::ExitStatus {
+        for _ in 0..400 {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the gateway did not exit");
+    }
+
+    /// SIGKILL, then everything the gateway wrote to stdout.
+    pub fn kill_and_read_stdout(mut self) -> String {
+        use std::io::Read;
+        let _ = self.child.kill();
+        let mut out = String::new();
+        if let Some(mut stdout) = self.child.stdout.take() {
+            stdout.read_to_string(&mut out).unwrap();
+        }
+        out
+    }
+}
+
+impl Drop for GatewayProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Reads an SSE response to its end; every event must pass the verifier.
 pub async fn read_events(resp: reqwest::Response, v1: bool) -> Vec<Value> {
     assert_eq!(resp.headers()["content-type"], "text/event-stream");
