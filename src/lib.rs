@@ -90,7 +90,8 @@ impl AppState {
             Some(url) => Arc::new(
                 store::sql::SqlStore::connect_postgres(url.expose())
                     .await
-                    .map_err(|e| anyhow::anyhow!("cannot open the PostgreSQL store: {e}"))?,
+                    .map_err(|e| anyhow::anyhow!("cannot open the PostgreSQL store: {e}"))?
+                    .with_op_timeout(config.store_op_timeout),
             ),
             None => {
                 let path = config.data_dir.join("agui.db");
@@ -99,7 +100,8 @@ impl AppState {
                         .await
                         .map_err(|e| {
                             anyhow::anyhow!("cannot open the SQLite store {}: {e}", path.display())
-                        })?,
+                        })?
+                        .with_op_timeout(config.store_op_timeout),
                 )
             }
         };

@@ -1,6 +1,6 @@
 /// Faults end in a valid stream or a clean error, and leave nothing behind: garbage from the
 /// upstream, an upstream that keeps answering 429, a thousand clients leaving at once, and a
-/// PostgreSQL store that goes away mid-run and comes back.
+/// PostgreSQL store that goes away, or stops answering, mid-run and comes back.
 /// (Stalls, early closes, silence and slow readers are in `upstream_failures` and
 /// `cancellation`.)
 mod common;
@@ -85,6 +85,30 @@ struct Relay {
     addr: std::net::SocketAddr,
     up: std::sync::Arc<std::sync::atomic::AtomicBool>,
     cut: tokio::sync::watch::Sender<u64>,
+    paused: tokio::sync::watch::Sender<bool>,
+}
+
+/// Copies one direction; while the relay is paused, bytes read are held, as in a network
+/// partition (no error, no answer).
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut paused: tokio::sync::watch::Receiver<bool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        if paused.wait_for(|p| !p).await.is_err() {
+            return;
+        }
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if paused.wait_for(|p| !p).await.is_err() || to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
 }
 
 impl Relay {
@@ -94,28 +118,39 @@ impl Relay {
         let addr = listener.local_addr().unwrap();
         let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
         let (cut, _) = tokio::sync::watch::channel(0u64);
-        let (is_up, cuts) = (std::sync::Arc::clone(&up), cut.clone());
+        let (paused, _) = tokio::sync::watch::channel(false);
+        let (is_up, cuts, pauses) = (std::sync::Arc::clone(&up), cut.clone(), paused.clone());
         tokio::spawn(async move {
-            while let Ok((mut client, _)) = listener.accept().await {
+            while let Ok((client, _)) = listener.accept().await {
                 if !is_up.load(SeqCst) {
                     continue; // dropped: the connection is refused
                 }
                 let target = target.clone();
                 let mut cut = cuts.subscribe();
+                let paused = pauses.subscribe();
                 tokio::spawn(async move {
-                    let Ok(mut server) = tokio::net::TcpStream::connect(&target).await else {
+                    let Ok(server) = tokio::net::TcpStream::connect(&target).await else {
                         return;
                     };
+                    let (client_read, client_write) = client.into_split();
+                    let (server_read, server_write) = server.into_split();
                     tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        _ = pump(client_read, server_write, paused.clone()) => {}
+                        _ = pump(server_read, client_write, paused) => {}
                         _ = cut.changed() => {}
                     }
                 });
             }
         });
-        Relay { addr, up, cut }
+        Relay {
+            addr,
+            up,
+            cut,
+            paused,
+        }
     }
 
+    /// Connections close and new ones are refused.
     fn cut(&self) {
         self.up.store(false, std::sync::atomic::Ordering::SeqCst);
         self.cut.send_modify(|n| *n += 1);
@@ -124,6 +159,35 @@ impl Relay {
     fn restore(&self) {
         self.up.store(true, std::sync::atomic::Ordering::SeqCst);
     }
+
+    /// Nothing gets through and nothing fails: the database just stops answering.
+    fn pause(&self, paused: bool) {
+        self.paused.send_replace(paused);
+    }
+
+    /// A PostgreSQL URL for the test database through a new relay.
+    async fn for_test_pg(url: &str) -> (Relay, String) {
+        let parsed = reqwest::Url::parse(url).unwrap();
+        let target = format!(
+            "{}:{}",
+            parsed.host_str().unwrap(),
+            parsed.port().unwrap_or(5432)
+        );
+        let relay = Relay::start(target).await;
+        let mut via_relay = parsed.clone();
+        via_relay.set_host(Some("127.0.0.1")).unwrap();
+        via_relay.set_port(Some(relay.addr.port())).unwrap();
+        (relay, via_relay.to_string())
+    }
+}
+
+/// A model reply that streams "Half " and waits for the gate before it finishes.
+fn gated_reply(gate: &std::sync::Arc<tokio::sync::Notify>) -> Reply {
+    Reply::Gated(
+        vec![json!({"choices": [{"index": 0, "delta": {"content": "Half "}}]})],
+        std::sync::Arc::clone(gate),
+        text_chunks("an answer."),
+    )
 }
 
 #[tokio::test]
@@ -131,24 +195,10 @@ async fn a_store_that_goes_away_mid_run_ends_it_cleanly_and_the_gateway_recovers
     let Some(url) = test_pg("a store going away mid-run") else {
         return;
     };
-    let parsed = reqwest::Url::parse(&url).unwrap();
-    let target = format!(
-        "{}:{}",
-        parsed.host_str().unwrap(),
-        parsed.port().unwrap_or(5432)
-    );
-    let relay = Relay::start(target).await;
-    let mut via_relay = parsed.clone();
-    via_relay.set_host(Some("127.0.0.1")).unwrap();
-    via_relay.set_port(Some(relay.addr.port())).unwrap();
-
+    let (relay, via_relay) = Relay::for_test_pg(&url).await;
     let gate = std::sync::Arc::new(tokio::sync::Notify::new());
     let up = FakeOpenAi::start(vec![
-        Reply::Gated(
-            vec![json!({"choices": [{"index": 0, "delta": {"content": "Half "}}]})],
-            std::sync::Arc::clone(&gate),
-            text_chunks("an answer."),
-        ),
+        gated_reply(&gate),
         Reply::Sse(text_chunks("Back again.")),
     ])
     .await;
@@ -181,5 +231,55 @@ async fn a_store_that_goes_away_mid_run_ends_it_cleanly_and_the_gateway_recovers
     relay.restore();
     let again = gw.run("a", &user_says_hi(&format!("{thread}-after"))).await;
     assert_eq!(again.last().unwrap()["type"], "RUN_FINISHED", "{again:?}");
+    wait_no_runs(&gw).await;
+}
+
+#[tokio::test]
+async fn a_store_that_stops_answering_mid_run_times_out_cleanly_and_recovers() {
+    let Some(url) = test_pg("a store that stops answering") else {
+        return;
+    };
+    let (relay, via_relay) = Relay::for_test_pg(&url).await;
+    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
+    let up = FakeOpenAi::start(vec![
+        gated_reply(&gate),
+        Reply::Sse(text_chunks("Back again.")),
+    ])
+    .await;
+    let toml = format!(
+        "[store]\nurl = \"{via_relay}\"\nop_timeout_secs = 0.5\n{}",
+        up.config("")
+    );
+    let gw = Gateway::start(&toml).await;
+    let thread = format!("t-hang-{}", uuid::Uuid::new_v4().simple());
+
+    // The run is streaming when the database stops answering; then the model finishes. Saving
+    // the turn times out: the run ends with a clean error instead of hanging.
+    let mut first = gw.post("a", &user_says_hi(&thread)).await;
+    assert_eq!(first.status(), 200);
+    let seen = read_until(&mut first, "Half").await;
+    relay.pause(true);
+    gate.notify_one();
+    let events = read_events_after(seen, first, false).await;
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "RUN_ERROR", "{events:?}");
+    assert_eq!(last["code"], "STORE_UNAVAILABLE");
+    wait_no_runs(&gw).await;
+
+    // While it is silent, a new run is refused as soon as its lease times out.
+    let refused = gw.run("a", &user_says_hi("t-hang-down")).await;
+    assert_eq!(
+        refused.last().unwrap()["code"],
+        "STORE_UNAVAILABLE",
+        "{refused:?}"
+    );
+    wait_no_runs(&gw).await;
+
+    // Once it answers again, the same thread runs: the lease the first run could not release
+    // is this gateway's own, and taken over.
+    relay.pause(false);
+    let again = gw.run("a", &user_says_hi(&thread)).await;
+    assert_eq!(again.last().unwrap()["type"], "RUN_FINISHED", "{again:?}");
+    assert_eq!(text(&again), "Back again.");
     wait_no_runs(&gw).await;
 }

@@ -100,6 +100,24 @@ async fn leases_exclude_a_second_run_until_released_or_expired() {
                 run_id: "r1".into()
             }
         );
+        // The same gateway's next run on the thread takes over a lease it failed to release
+        // (a gateway runs one run per thread, so that lease is stale).
+        let left = unique("t-left");
+        store
+            .acquire_lease("a", &left, "r1", "gw1", ttl)
+            .await
+            .unwrap();
+        assert_eq!(
+            store
+                .acquire_lease("a", &left, "r2", "gw1", ttl)
+                .await
+                .unwrap(),
+            Lease::Acquired
+        );
+        assert_eq!(
+            store.lease_holder("a", &left).await.unwrap().as_deref(),
+            Some("r2")
+        );
         assert!(store.renew_lease("a", &thread, "r1", ttl).await.unwrap());
         assert!(!store.renew_lease("a", &thread, "r2", ttl).await.unwrap());
         store.release_lease("a", &thread, "r1").await.unwrap();

@@ -132,6 +132,9 @@ struct StoreFile {
     url: Option<String>,
     #[serde(default)]
     url_env: Option<String>,
+    /// How long one store operation may take before it fails (the run with it).
+    #[serde(default)]
+    op_timeout_secs: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -408,6 +411,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// PostgreSQL URL of a shared store; the embedded SQLite store when `None`.
     pub store_url: Option<Secret>,
+    /// How long one store operation may take before it fails (`STORE_UNAVAILABLE`).
+    pub store_op_timeout: std::time::Duration,
     /// Server-wide settings.
     pub server: ServerSettings,
     /// Where media URLs may be fetched from.
@@ -652,10 +657,23 @@ impl Config {
                 "must be a postgres:// URL (the embedded SQLite store needs no URL)".into(),
             ));
         }
+        let store_op_timeout = match raw.store.op_timeout_secs {
+            None => crate::store::sql::DEFAULT_OP_TIMEOUT,
+            Some(s) if s.is_finite() && (0.05..=3600.0).contains(&s) => {
+                std::time::Duration::from_secs_f64(s)
+            }
+            Some(_) => {
+                return Err(err(
+                    "store.op_timeout_secs".into(),
+                    "must be between 0.05 and 3600".into(),
+                ));
+            }
+        };
         Ok(Config {
             listen,
             data_dir,
             store_url,
+            store_op_timeout,
             server,
             media,
             agents,

@@ -92,55 +92,67 @@ fn doc_from_row(r: &sqlx::any::AnyRow) -> Result<Doc, StoreError> {
 #[async_trait]
 impl DocStore for SqlStore {
     async fn put_doc(&self, kind: DocKind, doc: &Doc) -> Result<(), StoreError> {
-        let sql = self.sql(
-            "INSERT INTO ml_docs (kind, id, name, body, sealed, created_ms, updated_ms) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7) \
-             ON CONFLICT (kind, id) DO UPDATE SET name = excluded.name, body = excluded.body, \
-             sealed = excluded.sealed, updated_ms = excluded.updated_ms",
-        );
-        sqlx::query(AssertSqlSafe(sql))
-            .bind(kind.as_str())
-            .bind(doc.id.as_str())
-            .bind(doc.name.as_str())
-            .bind(doc.body.to_string())
-            .bind(doc.sealed.clone())
-            .bind(doc.created_ms)
-            .bind(doc.updated_ms.max(now_ms()))
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        self.timed(async move {
+            let sql = self.sql(
+                "INSERT INTO ml_docs (kind, id, name, body, sealed, created_ms, updated_ms) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) \
+                 ON CONFLICT (kind, id) DO UPDATE SET name = excluded.name, body = excluded.body, \
+                 sealed = excluded.sealed, updated_ms = excluded.updated_ms",
+            );
+            sqlx::query(AssertSqlSafe(sql))
+                .bind(kind.as_str())
+                .bind(doc.id.as_str())
+                .bind(doc.name.as_str())
+                .bind(doc.body.to_string())
+                .bind(doc.sealed.clone())
+                .bind(doc.created_ms)
+                .bind(doc.updated_ms.max(now_ms()))
+                .execute(&self.pool)
+                .await?;
+            Ok(())
+        })
+        .await
     }
 
     async fn doc(&self, kind: DocKind, id: &str) -> Result<Option<Doc>, StoreError> {
-        let sql = self.sql(
-            "SELECT id, name, body, sealed, created_ms, updated_ms FROM ml_docs WHERE kind = $1 AND id = $2",
-        );
-        let row = sqlx::query(AssertSqlSafe(sql))
-            .bind(kind.as_str())
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(doc_from_row).transpose()
+        self.timed(async move {
+            let sql = self.sql(
+                "SELECT id, name, body, sealed, created_ms, updated_ms FROM ml_docs WHERE kind = $1 AND id = $2",
+            );
+            let row = sqlx::query(AssertSqlSafe(sql))
+                .bind(kind.as_str())
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+            row.as_ref().map(doc_from_row).transpose()
+        })
+        .await
     }
 
     async fn docs(&self, kind: DocKind) -> Result<Vec<Doc>, StoreError> {
-        let sql = self.sql(
-            "SELECT id, name, body, sealed, created_ms, updated_ms FROM ml_docs WHERE kind = $1 ORDER BY created_ms, id",
-        );
-        let rows = sqlx::query(AssertSqlSafe(sql))
-            .bind(kind.as_str())
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(doc_from_row).collect()
+        self.timed(async move {
+            let sql = self.sql(
+                "SELECT id, name, body, sealed, created_ms, updated_ms FROM ml_docs WHERE kind = $1 ORDER BY created_ms, id",
+            );
+            let rows = sqlx::query(AssertSqlSafe(sql))
+                .bind(kind.as_str())
+                .fetch_all(&self.pool)
+                .await?;
+            rows.iter().map(doc_from_row).collect()
+        })
+        .await
     }
 
     async fn delete_doc(&self, kind: DocKind, id: &str) -> Result<bool, StoreError> {
-        let sql = self.sql("DELETE FROM ml_docs WHERE kind = $1 AND id = $2");
-        let done = sqlx::query(AssertSqlSafe(sql))
-            .bind(kind.as_str())
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() > 0)
+        self.timed(async move {
+            let sql = self.sql("DELETE FROM ml_docs WHERE kind = $1 AND id = $2");
+            let done = sqlx::query(AssertSqlSafe(sql))
+                .bind(kind.as_str())
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+            Ok(done.rows_affected() > 0)
+        })
+        .await
     }
 }

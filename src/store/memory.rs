@@ -441,87 +441,99 @@ fn direction(page: Page) -> &'static str {
 #[async_trait]
 impl MemoryStore for SqlStore {
     async fn create_container(&self, new: NewContainer) -> Result<Container, StoreError> {
-        let now = now_ms();
-        let container = Container {
-            id: new_id(),
-            name: new.name,
-            description: new.description,
-            configuration: new.configuration,
-            created_time: now,
-            last_updated_time: now,
-        };
-        let sql = self.sql(
-            "INSERT INTO memory_containers (container_id, name, description, configuration, next_seq, created_time, last_updated_time) \
-             VALUES ($1, $2, $3, $4, 0, $5, $5)",
-        );
-        sqlx::query(AssertSqlSafe(sql))
-            .bind(container.id.as_str())
-            .bind(container.name.as_str())
-            .bind(container.description.clone())
-            .bind(to_text(&container.configuration)?)
-            .bind(now)
-            .execute(&self.pool)
-            .await?;
-        Ok(container)
+        self.timed(async move {
+            let now = now_ms();
+            let container = Container {
+                id: new_id(),
+                name: new.name,
+                description: new.description,
+                configuration: new.configuration,
+                created_time: now,
+                last_updated_time: now,
+            };
+            let sql = self.sql(
+                "INSERT INTO memory_containers (container_id, name, description, configuration, next_seq, created_time, last_updated_time) \
+                 VALUES ($1, $2, $3, $4, 0, $5, $5)",
+            );
+            sqlx::query(AssertSqlSafe(sql))
+                .bind(container.id.as_str())
+                .bind(container.name.as_str())
+                .bind(container.description.clone())
+                .bind(to_text(&container.configuration)?)
+                .bind(now)
+                .execute(&self.pool)
+                .await?;
+            Ok(container)
+        })
+        .await
     }
 
     async fn container(&self, id: &str) -> Result<Option<Container>, StoreError> {
-        let sql = self.sql(
-            "SELECT container_id, name, description, configuration, created_time, last_updated_time \
-             FROM memory_containers WHERE container_id = $1",
-        );
-        let row = sqlx::query(AssertSqlSafe(sql))
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(container_row).transpose()
+        self.timed(async move {
+            let sql = self.sql(
+                "SELECT container_id, name, description, configuration, created_time, last_updated_time \
+                 FROM memory_containers WHERE container_id = $1",
+            );
+            let row = sqlx::query(AssertSqlSafe(sql))
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+            row.as_ref().map(container_row).transpose()
+        })
+        .await
     }
 
     async fn delete_container(&self, id: &str) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        // The container row goes first: its lock keeps concurrent writers out until commit,
-        // after which they find no container.
-        let done = sqlx::query(AssertSqlSafe(
-            self.sql("DELETE FROM memory_containers WHERE container_id = $1"),
-        ))
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-        if done.rows_affected() == 0 {
-            return Ok(false);
-        }
-        for sql in [
-            "DELETE FROM memory_namespaces WHERE container_id = $1",
-            "DELETE FROM memory_working WHERE container_id = $1",
-            "DELETE FROM memory_sessions WHERE container_id = $1",
-        ] {
-            sqlx::query(AssertSqlSafe(self.sql(sql)))
-                .bind(id)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(true)
+        self.timed(async move {
+            let mut tx = self.pool.begin().await?;
+            // The container row goes first: its lock keeps concurrent writers out until commit,
+            // after which they find no container.
+            let done = sqlx::query(AssertSqlSafe(
+                self.sql("DELETE FROM memory_containers WHERE container_id = $1"),
+            ))
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+            if done.rows_affected() == 0 {
+                return Ok(false);
+            }
+            for sql in [
+                "DELETE FROM memory_namespaces WHERE container_id = $1",
+                "DELETE FROM memory_working WHERE container_id = $1",
+                "DELETE FROM memory_sessions WHERE container_id = $1",
+            ] {
+                sqlx::query(AssertSqlSafe(self.sql(sql)))
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+            Ok(true)
+        })
+        .await
     }
 
     async fn search_containers(&self, page: Page) -> Result<Hits<Container>, StoreError> {
-        let total: i64 = sqlx::query("SELECT COUNT(*) FROM memory_containers")
-            .fetch_one(&self.pool)
-            .await?
-            .try_get(0)?;
-        let order = format!("created_time {0}, container_id {0}", direction(page));
-        let sql = self.dynamic_sql(format!(
-            "SELECT {CONTAINER_COLUMNS} FROM memory_containers ORDER BY {order} LIMIT $1 OFFSET $2"
-        ));
-        let rows = sqlx::query(AssertSqlSafe(sql))
-            .bind(page.size)
-            .bind(page.from)
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(Hits {
-            total,
-            items: rows.iter().map(container_row).collect::<Result<_, _>>()?,
+        self.timed(async move {
+                let total: i64 = sqlx::query("SELECT COUNT(*) FROM memory_containers")
+                    .fetch_one(&self.pool)
+                    .await?
+                    .try_get(0)?;
+                let order = format!("created_time {0}, container_id {0}", direction(page));
+                let sql = self.dynamic_sql(format!(
+                "SELECT {CONTAINER_COLUMNS} FROM memory_containers ORDER BY {order} LIMIT $1 OFFSET $2"
+            ));
+                let rows = sqlx::query(AssertSqlSafe(sql))
+                    .bind(page.size)
+                    .bind(page.from)
+                    .fetch_all(&self.pool)
+                    .await?;
+                Ok(Hits {
+                    total,
+                    items: rows.iter().map(container_row).collect::<Result<_, _>>()?,
+                })
         })
+        .await
     }
 
     async fn create_session(
@@ -529,92 +541,101 @@ impl MemoryStore for SqlStore {
         container: &str,
         new: NewSession,
     ) -> Result<SessionCreated, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let Some((seq, _)) = self.lock_container(&mut tx, container).await? else {
-            return Ok(SessionCreated::NoContainer);
-        };
-        let now = now_ms();
-        let session = Session {
-            container_id: container.to_string(),
-            session_id: new.session_id.unwrap_or_else(new_id),
-            summary: new.summary,
-            metadata: new.metadata,
-            namespace: new.namespace,
-            created_time: now,
-            last_updated_time: now,
-        };
-        let sql = self.sql(
-            "INSERT INTO memory_sessions (container_id, session_id, seq, summary, metadata, namespace, namespace_size, next_message_id, created_time, last_updated_time) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $8) ON CONFLICT (container_id, session_id) DO NOTHING",
-        );
-        let done = sqlx::query(AssertSqlSafe(sql))
-            .bind(container)
-            .bind(session.session_id.as_str())
-            .bind(seq)
-            .bind(session.summary.clone())
-            .bind(to_text(&session.metadata)?)
-            .bind(to_text(&session.namespace)?)
-            .bind(count(session.namespace.len()))
-            .bind(now)
-            .execute(&mut *tx)
+        self.timed(async move {
+            let mut tx = self.pool.begin().await?;
+            let Some((seq, _)) = self.lock_container(&mut tx, container).await? else {
+                return Ok(SessionCreated::NoContainer);
+            };
+            let now = now_ms();
+            let session = Session {
+                container_id: container.to_string(),
+                session_id: new.session_id.unwrap_or_else(new_id),
+                summary: new.summary,
+                metadata: new.metadata,
+                namespace: new.namespace,
+                created_time: now,
+                last_updated_time: now,
+            };
+            let sql = self.sql(
+                "INSERT INTO memory_sessions (container_id, session_id, seq, summary, metadata, namespace, namespace_size, next_message_id, created_time, last_updated_time) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $8) ON CONFLICT (container_id, session_id) DO NOTHING",
+            );
+            let done = sqlx::query(AssertSqlSafe(sql))
+                .bind(container)
+                .bind(session.session_id.as_str())
+                .bind(seq)
+                .bind(session.summary.clone())
+                .bind(to_text(&session.metadata)?)
+                .bind(to_text(&session.namespace)?)
+                .bind(count(session.namespace.len()))
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            if done.rows_affected() == 0 {
+                return Ok(SessionCreated::Exists);
+            }
+            self.insert_namespace(
+                &mut tx,
+                container,
+                "session",
+                &session.session_id,
+                &session.namespace,
+            )
             .await?;
-        if done.rows_affected() == 0 {
-            return Ok(SessionCreated::Exists);
-        }
-        self.insert_namespace(
-            &mut tx,
-            container,
-            "session",
-            &session.session_id,
-            &session.namespace,
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(SessionCreated::Created(session))
+            tx.commit().await?;
+            Ok(SessionCreated::Created(session))
+        })
+        .await
     }
 
     async fn session(&self, container: &str, id: &str) -> Result<Option<Session>, StoreError> {
-        let sql = self.sql(
-            "SELECT s.container_id, s.session_id, s.summary, s.metadata, s.namespace, s.created_time, s.last_updated_time \
-             FROM memory_sessions s WHERE s.container_id = $1 AND s.session_id = $2",
-        );
-        let row = sqlx::query(AssertSqlSafe(sql))
-            .bind(container)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(session_row).transpose()
+        self.timed(async move {
+            let sql = self.sql(
+                "SELECT s.container_id, s.session_id, s.summary, s.metadata, s.namespace, s.created_time, s.last_updated_time \
+                 FROM memory_sessions s WHERE s.container_id = $1 AND s.session_id = $2",
+            );
+            let row = sqlx::query(AssertSqlSafe(sql))
+                .bind(container)
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+            row.as_ref().map(session_row).transpose()
+        })
+        .await
     }
 
     async fn delete_session(&self, container: &str, id: &str) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        if self.lock_container(&mut tx, container).await?.is_none() {
-            return Ok(false);
-        }
-        let done = sqlx::query(AssertSqlSafe(self.sql(
-            "DELETE FROM memory_sessions WHERE container_id = $1 AND session_id = $2",
-        )))
-        .bind(container)
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-        if done.rows_affected() == 0 {
-            return Ok(false);
-        }
-        for sql in [
-            "DELETE FROM memory_namespaces WHERE container_id = $1 AND owner_kind = 'session' AND owner_id = $2",
-            "DELETE FROM memory_namespaces WHERE container_id = $1 AND owner_kind = 'working' \
-             AND owner_id IN (SELECT memory_id FROM memory_working WHERE container_id = $1 AND session_id = $2)",
-            "DELETE FROM memory_working WHERE container_id = $1 AND session_id = $2",
-        ] {
-            sqlx::query(AssertSqlSafe(self.sql(sql)))
-                .bind(container)
-                .bind(id)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(true)
+        self.timed(async move {
+            let mut tx = self.pool.begin().await?;
+            if self.lock_container(&mut tx, container).await?.is_none() {
+                return Ok(false);
+            }
+            let done = sqlx::query(AssertSqlSafe(self.sql(
+                "DELETE FROM memory_sessions WHERE container_id = $1 AND session_id = $2",
+            )))
+            .bind(container)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+            if done.rows_affected() == 0 {
+                return Ok(false);
+            }
+            for sql in [
+                "DELETE FROM memory_namespaces WHERE container_id = $1 AND owner_kind = 'session' AND owner_id = $2",
+                "DELETE FROM memory_namespaces WHERE container_id = $1 AND owner_kind = 'working' \
+                 AND owner_id IN (SELECT memory_id FROM memory_working WHERE container_id = $1 AND session_id = $2)",
+                "DELETE FROM memory_working WHERE container_id = $1 AND session_id = $2",
+            ] {
+                sqlx::query(AssertSqlSafe(self.sql(sql)))
+                    .bind(container)
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+            Ok(true)
+        })
+        .await
     }
 
     async fn search_sessions(
@@ -623,15 +644,18 @@ impl MemoryStore for SqlStore {
         filter: &Filter,
         page: Page,
     ) -> Result<Hits<Session>, StoreError> {
-        let clause = Self::search_where("s", "session", "session_id", container, filter);
-        let order = format!("s.seq {}", direction(page));
-        let (total, rows) = self
-            .run_search(SESSION_COLUMNS, "memory_sessions s", clause, order, page)
-            .await?;
-        Ok(Hits {
-            total,
-            items: rows.iter().map(session_row).collect::<Result<_, _>>()?,
+        self.timed(async move {
+            let clause = Self::search_where("s", "session", "session_id", container, filter);
+            let order = format!("s.seq {}", direction(page));
+            let (total, rows) = self
+                .run_search(SESSION_COLUMNS, "memory_sessions s", clause, order, page)
+                .await?;
+            Ok(Hits {
+                total,
+                items: rows.iter().map(session_row).collect::<Result<_, _>>()?,
+            })
         })
+        .await
     }
 
     async fn add_working_memory(
@@ -639,109 +663,112 @@ impl MemoryStore for SqlStore {
         container: &str,
         new: NewWorkingMemory,
     ) -> Result<Option<WorkingMemory>, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let Some((seq, configuration)) = self.lock_container(&mut tx, container).await? else {
-            return Ok(None);
-        };
-        let mut namespace = new.namespace;
-        let open_sessions = configuration
-            .get("disable_session")
-            .and_then(Value::as_bool)
-            == Some(false);
-        if open_sessions && !namespace.contains_key("session_id") {
-            namespace.insert("session_id".to_string(), new_id());
-        }
-        let now = now_ms();
-        let session_id = namespace.get("session_id").cloned();
-        let mut message_id = None;
-        if let Some(sid) = &session_id {
-            // The container lock makes this read-then-write safe against concurrent adds.
-            let sql = self.sql(
-                "SELECT next_message_id FROM memory_sessions WHERE container_id = $1 AND session_id = $2",
-            );
-            let next: Option<i64> = sqlx::query(AssertSqlSafe(sql))
-                .bind(container)
-                .bind(sid.as_str())
-                .fetch_optional(&mut *tx)
-                .await?
-                .map(|r| r.try_get(0))
-                .transpose()?;
-            match next {
-                Some(n) => {
-                    let sql = self.sql(
-                        "UPDATE memory_sessions SET next_message_id = $1, last_updated_time = $2 WHERE container_id = $3 AND session_id = $4",
-                    );
-                    sqlx::query(AssertSqlSafe(sql))
-                        .bind(n + 1)
-                        .bind(now)
-                        .bind(container)
-                        .bind(sid.as_str())
-                        .execute(&mut *tx)
-                        .await?;
-                    message_id = Some(n);
-                }
-                None => {
-                    // A session opened by its first memory: its namespace is the memory's,
-                    // less the session id itself.
-                    let mut session_ns = namespace.clone();
-                    session_ns.remove("session_id");
-                    let sql = self.sql(
-                        "INSERT INTO memory_sessions (container_id, session_id, seq, summary, metadata, namespace, namespace_size, next_message_id, created_time, last_updated_time) \
-                         VALUES ($1, $2, $3, NULL, '{}', $4, $5, 1, $6, $6)",
-                    );
-                    sqlx::query(AssertSqlSafe(sql))
-                        .bind(container)
-                        .bind(sid.as_str())
-                        .bind(seq)
-                        .bind(to_text(&session_ns)?)
-                        .bind(count(session_ns.len()))
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                    self.insert_namespace(&mut tx, container, "session", sid, &session_ns)
-                        .await?;
-                    message_id = Some(0);
+        self.timed(async move {
+            let mut tx = self.pool.begin().await?;
+            let Some((seq, configuration)) = self.lock_container(&mut tx, container).await? else {
+                return Ok(None);
+            };
+            let mut namespace = new.namespace;
+            let open_sessions = configuration
+                .get("disable_session")
+                .and_then(Value::as_bool)
+                == Some(false);
+            if open_sessions && !namespace.contains_key("session_id") {
+                namespace.insert("session_id".to_string(), new_id());
+            }
+            let now = now_ms();
+            let session_id = namespace.get("session_id").cloned();
+            let mut message_id = None;
+            if let Some(sid) = &session_id {
+                // The container lock makes this read-then-write safe against concurrent adds.
+                let sql = self.sql(
+                    "SELECT next_message_id FROM memory_sessions WHERE container_id = $1 AND session_id = $2",
+                );
+                let next: Option<i64> = sqlx::query(AssertSqlSafe(sql))
+                    .bind(container)
+                    .bind(sid.as_str())
+                    .fetch_optional(&mut *tx)
+                    .await?
+                    .map(|r| r.try_get(0))
+                    .transpose()?;
+                match next {
+                    Some(n) => {
+                        let sql = self.sql(
+                            "UPDATE memory_sessions SET next_message_id = $1, last_updated_time = $2 WHERE container_id = $3 AND session_id = $4",
+                        );
+                        sqlx::query(AssertSqlSafe(sql))
+                            .bind(n + 1)
+                            .bind(now)
+                            .bind(container)
+                            .bind(sid.as_str())
+                            .execute(&mut *tx)
+                            .await?;
+                        message_id = Some(n);
+                    }
+                    None => {
+                        // A session opened by its first memory: its namespace is the memory's,
+                        // less the session id itself.
+                        let mut session_ns = namespace.clone();
+                        session_ns.remove("session_id");
+                        let sql = self.sql(
+                            "INSERT INTO memory_sessions (container_id, session_id, seq, summary, metadata, namespace, namespace_size, next_message_id, created_time, last_updated_time) \
+                             VALUES ($1, $2, $3, NULL, '{}', $4, $5, 1, $6, $6)",
+                        );
+                        sqlx::query(AssertSqlSafe(sql))
+                            .bind(container)
+                            .bind(sid.as_str())
+                            .bind(seq)
+                            .bind(to_text(&session_ns)?)
+                            .bind(count(session_ns.len()))
+                            .bind(now)
+                            .execute(&mut *tx)
+                            .await?;
+                        self.insert_namespace(&mut tx, container, "session", sid, &session_ns)
+                            .await?;
+                        message_id = Some(0);
+                    }
                 }
             }
-        }
-        let memory = WorkingMemory {
-            container_id: container.to_string(),
-            memory_id: new_id(),
-            payload_type: new.payload_type,
-            session_id,
-            message_id,
-            namespace,
-            body: new.body,
-            created_time: now,
-            last_updated_time: now,
-        };
-        let sql = self.sql(
-            "INSERT INTO memory_working (container_id, memory_id, seq, session_id, message_id, payload_type, namespace, namespace_size, body, created_time, last_updated_time) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
-        );
-        sqlx::query(AssertSqlSafe(sql))
-            .bind(container)
-            .bind(memory.memory_id.as_str())
-            .bind(seq)
-            .bind(memory.session_id.clone())
-            .bind(memory.message_id)
-            .bind(memory.payload_type.as_str())
-            .bind(to_text(&memory.namespace)?)
-            .bind(count(memory.namespace.len()))
-            .bind(to_text(&memory.body)?)
-            .bind(now)
-            .execute(&mut *tx)
+            let memory = WorkingMemory {
+                container_id: container.to_string(),
+                memory_id: new_id(),
+                payload_type: new.payload_type,
+                session_id,
+                message_id,
+                namespace,
+                body: new.body,
+                created_time: now,
+                last_updated_time: now,
+            };
+            let sql = self.sql(
+                "INSERT INTO memory_working (container_id, memory_id, seq, session_id, message_id, payload_type, namespace, namespace_size, body, created_time, last_updated_time) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
+            );
+            sqlx::query(AssertSqlSafe(sql))
+                .bind(container)
+                .bind(memory.memory_id.as_str())
+                .bind(seq)
+                .bind(memory.session_id.clone())
+                .bind(memory.message_id)
+                .bind(memory.payload_type.as_str())
+                .bind(to_text(&memory.namespace)?)
+                .bind(count(memory.namespace.len()))
+                .bind(to_text(&memory.body)?)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            self.insert_namespace(
+                &mut tx,
+                container,
+                "working",
+                &memory.memory_id,
+                &memory.namespace,
+            )
             .await?;
-        self.insert_namespace(
-            &mut tx,
-            container,
-            "working",
-            &memory.memory_id,
-            &memory.namespace,
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(Some(memory))
+            tx.commit().await?;
+            Ok(Some(memory))
+        })
+        .await
     }
 
     async fn working_memory(
@@ -749,39 +776,45 @@ impl MemoryStore for SqlStore {
         container: &str,
         id: &str,
     ) -> Result<Option<WorkingMemory>, StoreError> {
-        let sql = self.sql(
-            "SELECT w.container_id, w.memory_id, w.payload_type, w.session_id, w.message_id, w.namespace, w.body, w.created_time, w.last_updated_time \
-             FROM memory_working w WHERE w.container_id = $1 AND w.memory_id = $2",
-        );
-        let row = sqlx::query(AssertSqlSafe(sql))
-            .bind(container)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(working_row).transpose()
+        self.timed(async move {
+            let sql = self.sql(
+                "SELECT w.container_id, w.memory_id, w.payload_type, w.session_id, w.message_id, w.namespace, w.body, w.created_time, w.last_updated_time \
+                 FROM memory_working w WHERE w.container_id = $1 AND w.memory_id = $2",
+            );
+            let row = sqlx::query(AssertSqlSafe(sql))
+                .bind(container)
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+            row.as_ref().map(working_row).transpose()
+        })
+        .await
     }
 
     async fn delete_working_memory(&self, container: &str, id: &str) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let done = sqlx::query(AssertSqlSafe(
-            self.sql("DELETE FROM memory_working WHERE container_id = $1 AND memory_id = $2"),
-        ))
-        .bind(container)
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-        if done.rows_affected() == 0 {
-            return Ok(false);
-        }
-        sqlx::query(AssertSqlSafe(self.sql(
-            "DELETE FROM memory_namespaces WHERE container_id = $1 AND owner_kind = 'working' AND owner_id = $2",
-        )))
-        .bind(container)
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(true)
+        self.timed(async move {
+            let mut tx = self.pool.begin().await?;
+            let done = sqlx::query(AssertSqlSafe(
+                self.sql("DELETE FROM memory_working WHERE container_id = $1 AND memory_id = $2"),
+            ))
+            .bind(container)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+            if done.rows_affected() == 0 {
+                return Ok(false);
+            }
+            sqlx::query(AssertSqlSafe(self.sql(
+                "DELETE FROM memory_namespaces WHERE container_id = $1 AND owner_kind = 'working' AND owner_id = $2",
+            )))
+            .bind(container)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(true)
+        })
+        .await
     }
 
     async fn search_working_memory(
@@ -790,19 +823,22 @@ impl MemoryStore for SqlStore {
         filter: &Filter,
         page: Page,
     ) -> Result<Hits<WorkingMemory>, StoreError> {
-        let clause = Self::search_where("w", "working", "memory_id", container, filter);
-        let dir = direction(page);
-        // COALESCE: the backends disagree on where NULLs sort.
-        let order = match page.sort {
-            SortKey::Created => format!("w.seq {dir}"),
-            SortKey::MessageId => format!("COALESCE(w.message_id, -1) {dir}, w.seq {dir}"),
-        };
-        let (total, rows) = self
-            .run_search(WORKING_COLUMNS, "memory_working w", clause, order, page)
-            .await?;
-        Ok(Hits {
-            total,
-            items: rows.iter().map(working_row).collect::<Result<_, _>>()?,
+        self.timed(async move {
+            let clause = Self::search_where("w", "working", "memory_id", container, filter);
+            let dir = direction(page);
+            // COALESCE: the backends disagree on where NULLs sort.
+            let order = match page.sort {
+                SortKey::Created => format!("w.seq {dir}"),
+                SortKey::MessageId => format!("COALESCE(w.message_id, -1) {dir}, w.seq {dir}"),
+            };
+            let (total, rows) = self
+                .run_search(WORKING_COLUMNS, "memory_working w", clause, order, page)
+                .await?;
+            Ok(Hits {
+                total,
+                items: rows.iter().map(working_row).collect::<Result<_, _>>()?,
+            })
         })
+        .await
     }
 }

@@ -20,6 +20,9 @@ pub enum StoreError {
     /// The database refused or could not be reached.
     #[error("store unavailable: {0}")]
     Database(#[source] sqlx::Error),
+    /// The database did not answer in time.
+    #[error("store unavailable: no answer within {} s", .0.as_secs_f32())]
+    Timeout(Duration),
     /// Migrations failed.
     #[error("store migration failed: {0}")]
     Migration(#[source] sqlx::migrate::MigrateError),
@@ -125,7 +128,9 @@ pub trait Store: memory::MemoryStore + docs::DocStore + Send + Sync + 'static {
     /// Deletes a thread.
     async fn delete_thread(&self, agent: &str, thread: &str) -> Result<(), StoreError>;
 
-    /// Takes the thread for `run_id` for `ttl` unless another run holds an unexpired lease.
+    /// Takes the thread for `run_id` for `ttl` unless another gateway's run holds an unexpired
+    /// lease. A lease of the same `holder` is taken over: a gateway runs one run per thread
+    /// (the run manager sees to it), so a lease it still holds is one whose release failed.
     async fn acquire_lease(
         &self,
         agent: &str,

@@ -26,7 +26,11 @@ enum Kind {
 pub struct SqlStore {
     pub(crate) pool: AnyPool,
     kind: Kind,
+    op_timeout: Duration,
 }
+
+/// How long one store operation may take by default (`[store] op_timeout_secs`).
+pub const DEFAULT_OP_TIMEOUT: Duration = Duration::from_secs(15);
 
 fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
@@ -75,6 +79,7 @@ impl SqlStore {
         Ok(Self {
             pool,
             kind: Kind::Sqlite,
+            op_timeout: DEFAULT_OP_TIMEOUT,
         })
     }
 
@@ -92,7 +97,27 @@ impl SqlStore {
         Ok(Self {
             pool,
             kind: Kind::Postgres,
+            op_timeout: DEFAULT_OP_TIMEOUT,
         })
+    }
+
+    /// Sets how long one operation may take before it fails with [`StoreError::Timeout`].
+    pub fn with_op_timeout(mut self, limit: Duration) -> Self {
+        self.op_timeout = limit;
+        self
+    }
+
+    /// Runs one operation under the time limit. sqlx sets none on a query, so a database that
+    /// stops answering (a network partition, a hung disk) would otherwise hold the run, its
+    /// thread and its slot until TCP gives up, which for a connection waiting on a reply is
+    /// never.
+    pub(crate) async fn timed<T>(
+        &self,
+        op: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        tokio::time::timeout(self.op_timeout, op)
+            .await
+            .unwrap_or(Err(StoreError::Timeout(self.op_timeout)))
     }
 
     /// A transaction that writes. SQLite's must take the write lock up front (`IMMEDIATE`): a
@@ -128,21 +153,24 @@ impl Store for SqlStore {
         agent: &str,
         thread: &str,
     ) -> Result<Vec<StoredMessage>, StoreError> {
-        let sql = self.sql("SELECT message_id, body FROM messages WHERE agent_id = $1 AND thread_id = $2 ORDER BY position");
-        let rows = sqlx::query(AssertSqlSafe(sql.clone()))
-            .bind(agent)
-            .bind(thread)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.into_iter()
-            .map(|r| {
-                let id: String = r.try_get(0)?;
-                let body: String = r.try_get(1)?;
-                let body = serde_json::from_str(&body)
-                    .map_err(|e| StoreError::Corrupt(format!("message {id}: {e}")))?;
-                Ok(StoredMessage { id, body })
-            })
-            .collect()
+        self.timed(async move {
+            let sql = self.sql("SELECT message_id, body FROM messages WHERE agent_id = $1 AND thread_id = $2 ORDER BY position");
+            let rows = sqlx::query(AssertSqlSafe(sql.clone()))
+                .bind(agent)
+                .bind(thread)
+                .fetch_all(&self.pool)
+                .await?;
+            rows.into_iter()
+                .map(|r| {
+                    let id: String = r.try_get(0)?;
+                    let body: String = r.try_get(1)?;
+                    let body = serde_json::from_str(&body)
+                        .map_err(|e| StoreError::Corrupt(format!("message {id}: {e}")))?;
+                    Ok(StoredMessage { id, body })
+                })
+                .collect()
+        })
+        .await
     }
 
     async fn save_messages(
@@ -151,52 +179,58 @@ impl Store for SqlStore {
         thread: &str,
         messages: &[StoredMessage],
     ) -> Result<(), StoreError> {
-        if messages.is_empty() {
-            return Ok(());
-        }
-        let now = now_ms();
-        let mut tx = self.write_tx().await?;
-        let max_sql = self.sql("SELECT COALESCE(MAX(position), -1) FROM messages WHERE agent_id = $1 AND thread_id = $2");
-        let mut next: i64 = sqlx::query(AssertSqlSafe(max_sql.clone()))
-            .bind(agent)
-            .bind(thread)
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get::<i64, _>(0)?
-            + 1;
-        // New ids get the next positions; known ids keep theirs and take the new body.
-        let upsert = self.sql(
-            "INSERT INTO messages (agent_id, thread_id, message_id, position, role, body, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $7) \
-             ON CONFLICT (agent_id, thread_id, message_id) DO UPDATE SET body = excluded.body, role = excluded.role, updated_at = excluded.updated_at",
-        );
-        for m in messages {
-            let body =
-                serde_json::to_string(&m.body).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            sqlx::query(AssertSqlSafe(upsert.clone()))
+        self.timed(async move {
+            if messages.is_empty() {
+                return Ok(());
+            }
+            let now = now_ms();
+            let mut tx = self.write_tx().await?;
+            let max_sql = self.sql("SELECT COALESCE(MAX(position), -1) FROM messages WHERE agent_id = $1 AND thread_id = $2");
+            let mut next: i64 = sqlx::query(AssertSqlSafe(max_sql.clone()))
                 .bind(agent)
                 .bind(thread)
-                .bind(&m.id)
-                .bind(next)
-                .bind(m.role())
-                .bind(body)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-            next += 1;
-        }
-        tx.commit().await?;
-        Ok(())
+                .fetch_one(&mut *tx)
+                .await?
+                .try_get::<i64, _>(0)?
+                + 1;
+            // New ids get the next positions; known ids keep theirs and take the new body.
+            let upsert = self.sql(
+                "INSERT INTO messages (agent_id, thread_id, message_id, position, role, body, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $7) \
+                 ON CONFLICT (agent_id, thread_id, message_id) DO UPDATE SET body = excluded.body, role = excluded.role, updated_at = excluded.updated_at",
+            );
+            for m in messages {
+                let body =
+                    serde_json::to_string(&m.body).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                sqlx::query(AssertSqlSafe(upsert.clone()))
+                    .bind(agent)
+                    .bind(thread)
+                    .bind(&m.id)
+                    .bind(next)
+                    .bind(m.role())
+                    .bind(body)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                next += 1;
+            }
+            tx.commit().await?;
+            Ok(())
+        })
+        .await
     }
 
     async fn delete_thread(&self, agent: &str, thread: &str) -> Result<(), StoreError> {
-        let sql = self.sql("DELETE FROM messages WHERE agent_id = $1 AND thread_id = $2");
-        sqlx::query(AssertSqlSafe(sql.clone()))
-            .bind(agent)
-            .bind(thread)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        self.timed(async move {
+            let sql = self.sql("DELETE FROM messages WHERE agent_id = $1 AND thread_id = $2");
+            sqlx::query(AssertSqlSafe(sql.clone()))
+                .bind(agent)
+                .bind(thread)
+                .execute(&self.pool)
+                .await?;
+            Ok(())
+        })
+        .await
     }
 
     async fn acquire_lease(
@@ -207,39 +241,43 @@ impl Store for SqlStore {
         holder: &str,
         ttl: Duration,
     ) -> Result<Lease, StoreError> {
-        let now = now_ms();
-        // Insert, or take over only an expired lease (a crashed gateway's); one statement, so
-        // two gateways racing cannot both win.
-        let sql = self.sql(
-            "INSERT INTO thread_leases (agent_id, thread_id, run_id, holder, expires_at) VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (agent_id, thread_id) DO UPDATE SET run_id = excluded.run_id, holder = excluded.holder, expires_at = excluded.expires_at \
-             WHERE thread_leases.expires_at < $6",
-        );
-        let done = sqlx::query(AssertSqlSafe(sql.clone()))
-            .bind(agent)
-            .bind(thread)
-            .bind(run_id)
-            .bind(holder)
-            .bind(now + ms(ttl))
-            .bind(now)
-            .execute(&self.pool)
-            .await?;
-        if done.rows_affected() == 1 {
-            return Ok(Lease::Acquired);
-        }
-        let sql =
-            self.sql("SELECT run_id FROM thread_leases WHERE agent_id = $1 AND thread_id = $2");
-        let row = sqlx::query(AssertSqlSafe(sql.clone()))
-            .bind(agent)
-            .bind(thread)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(Lease::Busy {
-            run_id: row
-                .map(|r| r.try_get::<String, _>(0))
-                .transpose()?
-                .unwrap_or_default(),
+        self.timed(async move {
+            let now = now_ms();
+            // Insert, or take over an expired lease (a crashed gateway's) or one this gateway left
+            // behind (its release failed: the store was away); one statement, so two gateways
+            // racing cannot both win.
+            let sql = self.sql(
+                "INSERT INTO thread_leases (agent_id, thread_id, run_id, holder, expires_at) VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (agent_id, thread_id) DO UPDATE SET run_id = excluded.run_id, holder = excluded.holder, expires_at = excluded.expires_at \
+                 WHERE thread_leases.expires_at < $6 OR thread_leases.holder = $4",
+            );
+            let done = sqlx::query(AssertSqlSafe(sql.clone()))
+                .bind(agent)
+                .bind(thread)
+                .bind(run_id)
+                .bind(holder)
+                .bind(now + ms(ttl))
+                .bind(now)
+                .execute(&self.pool)
+                .await?;
+            if done.rows_affected() == 1 {
+                return Ok(Lease::Acquired);
+            }
+            let sql =
+                self.sql("SELECT run_id FROM thread_leases WHERE agent_id = $1 AND thread_id = $2");
+            let row = sqlx::query(AssertSqlSafe(sql.clone()))
+                .bind(agent)
+                .bind(thread)
+                .fetch_optional(&self.pool)
+                .await?;
+            Ok(Lease::Busy {
+                run_id: row
+                    .map(|r| r.try_get::<String, _>(0))
+                    .transpose()?
+                    .unwrap_or_default(),
         })
+        })
+        .await
     }
 
     async fn renew_lease(
@@ -249,28 +287,34 @@ impl Store for SqlStore {
         run_id: &str,
         ttl: Duration,
     ) -> Result<bool, StoreError> {
-        let sql = self.sql("UPDATE thread_leases SET expires_at = $1 WHERE agent_id = $2 AND thread_id = $3 AND run_id = $4");
-        let done = sqlx::query(AssertSqlSafe(sql.clone()))
-            .bind(now_ms() + ms(ttl))
-            .bind(agent)
-            .bind(thread)
-            .bind(run_id)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() == 1)
+        self.timed(async move {
+            let sql = self.sql("UPDATE thread_leases SET expires_at = $1 WHERE agent_id = $2 AND thread_id = $3 AND run_id = $4");
+            let done = sqlx::query(AssertSqlSafe(sql.clone()))
+                .bind(now_ms() + ms(ttl))
+                .bind(agent)
+                .bind(thread)
+                .bind(run_id)
+                .execute(&self.pool)
+                .await?;
+            Ok(done.rows_affected() == 1)
+        })
+        .await
     }
 
     async fn lease_holder(&self, agent: &str, thread: &str) -> Result<Option<String>, StoreError> {
-        let sql = self.sql(
-            "SELECT run_id FROM thread_leases WHERE agent_id = $1 AND thread_id = $2 AND expires_at >= $3",
-        );
-        let row = sqlx::query(AssertSqlSafe(sql))
-            .bind(agent)
-            .bind(thread)
-            .bind(now_ms())
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(|r| r.try_get::<String, _>(0)).transpose()?)
+        self.timed(async move {
+            let sql = self.sql(
+                "SELECT run_id FROM thread_leases WHERE agent_id = $1 AND thread_id = $2 AND expires_at >= $3",
+            );
+            let row = sqlx::query(AssertSqlSafe(sql))
+                .bind(agent)
+                .bind(thread)
+                .bind(now_ms())
+                .fetch_optional(&self.pool)
+                .await?;
+            Ok(row.map(|r| r.try_get::<String, _>(0)).transpose()?)
+        })
+        .await
     }
 
     async fn release_lease(
@@ -279,95 +323,104 @@ impl Store for SqlStore {
         thread: &str,
         run_id: &str,
     ) -> Result<(), StoreError> {
-        let sql = self.sql(
-            "DELETE FROM thread_leases WHERE agent_id = $1 AND thread_id = $2 AND run_id = $3",
-        );
-        sqlx::query(AssertSqlSafe(sql.clone()))
-            .bind(agent)
-            .bind(thread)
-            .bind(run_id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        self.timed(async move {
+            let sql = self.sql(
+                "DELETE FROM thread_leases WHERE agent_id = $1 AND thread_id = $2 AND run_id = $3",
+            );
+            sqlx::query(AssertSqlSafe(sql.clone()))
+                .bind(agent)
+                .bind(thread)
+                .bind(run_id)
+                .execute(&self.pool)
+                .await?;
+            Ok(())
+        })
+        .await
     }
 
     async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
-        let sql = self.sql(
-            "SELECT run_id, agent_id, thread_id, state FROM runs WHERE run_id = $1 AND (expires_at IS NULL OR expires_at > $2)",
-        );
-        let row = sqlx::query(AssertSqlSafe(sql.clone()))
-            .bind(run_id)
-            .bind(now_ms())
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|r| {
-            Ok(RunRecord {
-                run_id: r.try_get(0)?,
-                agent_id: r.try_get(1)?,
-                thread_id: r.try_get(2)?,
-                finished: r.try_get::<String, _>(3)? == "finished",
-            })
+        self.timed(async move {
+            let sql = self.sql(
+                "SELECT run_id, agent_id, thread_id, state FROM runs WHERE run_id = $1 AND (expires_at IS NULL OR expires_at > $2)",
+            );
+            let row = sqlx::query(AssertSqlSafe(sql.clone()))
+                .bind(run_id)
+                .bind(now_ms())
+                .fetch_optional(&self.pool)
+                .await?;
+            row.map(|r| {
+                Ok(RunRecord {
+                    run_id: r.try_get(0)?,
+                    agent_id: r.try_get(1)?,
+                    thread_id: r.try_get(2)?,
+                    finished: r.try_get::<String, _>(3)? == "finished",
+                })
         })
         .transpose()
+        })
+        .await
     }
 
     async fn write_log(&self, writes: &[LogWrite]) -> Result<(), StoreError> {
-        if writes.is_empty() {
-            return Ok(());
-        }
-        let start = self.sql(
-            "INSERT INTO runs (run_id, agent_id, thread_id, state, started_at) VALUES ($1, $2, $3, 'running', $4) \
-             ON CONFLICT (run_id) DO UPDATE SET state = 'running', finished_at = NULL, expires_at = NULL",
-        );
-        let chunk = self.sql("INSERT INTO run_event_chunks (run_id, first_seq, last_seq, frames) VALUES ($1, $2, $3, $4) ON CONFLICT (run_id, first_seq) DO NOTHING");
-        let finish = self.sql(
-            "UPDATE runs SET state = 'finished', finished_at = $1, expires_at = $2 WHERE run_id = $3",
-        );
-        let now = now_ms();
-        let mut tx = self.write_tx().await?;
-        for w in writes {
-            match w {
-                LogWrite::Start(run) => {
-                    sqlx::query(AssertSqlSafe(start.clone()))
-                        .bind(&run.run_id)
-                        .bind(&run.agent_id)
-                        .bind(&run.thread_id)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                LogWrite::Frames { run_id, frames } if !frames.is_empty() => {
-                    // One row per write: `seq json` per line (serialised JSON never holds a
-                    // raw newline).
-                    let mut text =
-                        String::with_capacity(frames.iter().map(|(_, f)| f.len() + 12).sum());
-                    for (seq, frame) in frames {
-                        use std::fmt::Write;
-                        let _ = writeln!(text, "{seq} {frame}");
+        self.timed(async move {
+            if writes.is_empty() {
+                return Ok(());
+            }
+            let start = self.sql(
+                "INSERT INTO runs (run_id, agent_id, thread_id, state, started_at) VALUES ($1, $2, $3, 'running', $4) \
+                 ON CONFLICT (run_id) DO UPDATE SET state = 'running', finished_at = NULL, expires_at = NULL",
+            );
+            let chunk = self.sql("INSERT INTO run_event_chunks (run_id, first_seq, last_seq, frames) VALUES ($1, $2, $3, $4) ON CONFLICT (run_id, first_seq) DO NOTHING");
+            let finish = self.sql(
+                "UPDATE runs SET state = 'finished', finished_at = $1, expires_at = $2 WHERE run_id = $3",
+            );
+            let now = now_ms();
+            let mut tx = self.write_tx().await?;
+            for w in writes {
+                match w {
+                    LogWrite::Start(run) => {
+                        sqlx::query(AssertSqlSafe(start.clone()))
+                            .bind(&run.run_id)
+                            .bind(&run.agent_id)
+                            .bind(&run.thread_id)
+                            .bind(now)
+                            .execute(&mut *tx)
+                            .await?;
                     }
-                    let first = frames.iter().map(|(s, _)| *s).min().unwrap_or(0);
-                    let last = frames.iter().map(|(s, _)| *s).max().unwrap_or(0);
-                    sqlx::query(AssertSqlSafe(chunk.clone()))
-                        .bind(&**run_id)
-                        .bind(first as i64)
-                        .bind(last as i64)
-                        .bind(text)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                LogWrite::Frames { .. } => {}
-                LogWrite::Finish { run_id, keep } => {
-                    sqlx::query(AssertSqlSafe(finish.clone()))
-                        .bind(now)
-                        .bind(now + ms(*keep))
-                        .bind(&**run_id)
-                        .execute(&mut *tx)
-                        .await?;
+                    LogWrite::Frames { run_id, frames } if !frames.is_empty() => {
+                        // One row per write: `seq json` per line (serialised JSON never holds a
+                        // raw newline).
+                        let mut text =
+                            String::with_capacity(frames.iter().map(|(_, f)| f.len() + 12).sum());
+                        for (seq, frame) in frames {
+                            use std::fmt::Write;
+                            let _ = writeln!(text, "{seq} {frame}");
+                        }
+                        let first = frames.iter().map(|(s, _)| *s).min().unwrap_or(0);
+                        let last = frames.iter().map(|(s, _)| *s).max().unwrap_or(0);
+                        sqlx::query(AssertSqlSafe(chunk.clone()))
+                            .bind(&**run_id)
+                            .bind(first as i64)
+                            .bind(last as i64)
+                            .bind(text)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    LogWrite::Frames { .. } => {}
+                    LogWrite::Finish { run_id, keep } => {
+                        sqlx::query(AssertSqlSafe(finish.clone()))
+                            .bind(now)
+                            .bind(now + ms(*keep))
+                            .bind(&**run_id)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
                 }
             }
-        }
-        tx.commit().await?;
-        Ok(())
+            tx.commit().await?;
+            Ok(())
+        })
+        .await
     }
 
     async fn events_after(
@@ -375,54 +428,60 @@ impl Store for SqlStore {
         run_id: &str,
         after: u64,
     ) -> Result<Vec<(u64, String)>, StoreError> {
-        let sql = self.sql(
-            "SELECT frames FROM run_event_chunks WHERE run_id = $1 AND last_seq > $2 ORDER BY first_seq",
-        );
-        let rows = sqlx::query(AssertSqlSafe(sql.clone()))
-            .bind(run_id)
-            .bind(after as i64)
-            .fetch_all(&self.pool)
-            .await?;
-        let mut out = Vec::new();
-        for r in rows {
-            let frames: String = r.try_get(0)?;
-            for line in frames.lines() {
-                let Some((seq, frame)) = line.split_once(' ') else {
-                    continue;
-                };
-                match seq.parse::<u64>() {
-                    Ok(seq) if seq > after => out.push((seq, frame.to_string())),
-                    _ => {}
+        self.timed(async move {
+            let sql = self.sql(
+                "SELECT frames FROM run_event_chunks WHERE run_id = $1 AND last_seq > $2 ORDER BY first_seq",
+            );
+            let rows = sqlx::query(AssertSqlSafe(sql.clone()))
+                .bind(run_id)
+                .bind(after as i64)
+                .fetch_all(&self.pool)
+                .await?;
+            let mut out = Vec::new();
+            for r in rows {
+                let frames: String = r.try_get(0)?;
+                for line in frames.lines() {
+                    let Some((seq, frame)) = line.split_once(' ') else {
+                        continue;
+                    };
+                    match seq.parse::<u64>() {
+                        Ok(seq) if seq > after => out.push((seq, frame.to_string())),
+                        _ => {}
+                    }
                 }
             }
-        }
-        // A frame written twice (a retried batch) counts once: the first copy.
-        out.sort_by_key(|(seq, _)| *seq);
-        out.dedup_by_key(|(seq, _)| *seq);
-        Ok(out)
+            // A frame written twice (a retried batch) counts once: the first copy.
+            out.sort_by_key(|(seq, _)| *seq);
+            out.dedup_by_key(|(seq, _)| *seq);
+            Ok(out)
+        })
+        .await
     }
 
     async fn purge_expired(&self) -> Result<u64, StoreError> {
-        let now = now_ms();
-        let mut tx = self.write_tx().await?;
-        let events = self.sql(
-            "DELETE FROM run_event_chunks WHERE run_id IN (SELECT run_id FROM runs WHERE expires_at IS NOT NULL AND expires_at < $1)",
-        );
-        sqlx::query(AssertSqlSafe(events.clone()))
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        let runs = self.sql("DELETE FROM runs WHERE expires_at IS NOT NULL AND expires_at < $1");
-        let done = sqlx::query(AssertSqlSafe(runs.clone()))
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        let leases = self.sql("DELETE FROM thread_leases WHERE expires_at < $1");
-        sqlx::query(AssertSqlSafe(leases.clone()))
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(done.rows_affected())
+        self.timed(async move {
+            let now = now_ms();
+            let mut tx = self.write_tx().await?;
+            let events = self.sql(
+                "DELETE FROM run_event_chunks WHERE run_id IN (SELECT run_id FROM runs WHERE expires_at IS NOT NULL AND expires_at < $1)",
+            );
+            sqlx::query(AssertSqlSafe(events.clone()))
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            let runs = self.sql("DELETE FROM runs WHERE expires_at IS NOT NULL AND expires_at < $1");
+            let done = sqlx::query(AssertSqlSafe(runs.clone()))
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            let leases = self.sql("DELETE FROM thread_leases WHERE expires_at < $1");
+            sqlx::query(AssertSqlSafe(leases.clone()))
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(done.rows_affected())
+        })
+        .await
     }
 }
