@@ -315,8 +315,12 @@ fn busy_message(thread: &str, run: &str) -> String {
     )
 }
 
-/// A thread lease held for one run, renewed in the background until released.
-struct Lease {
+/// A thread lease held for one run in a shared store, renewed in the background until
+/// released. With the embedded store there is none to take (`Lease(None)`): the run manager
+/// already keeps one run per thread in this process, which is the store's only user.
+struct Lease(Option<StoreLease>);
+
+struct StoreLease {
     store: Arc<dyn crate::store::Store>,
     agent: String,
     thread: String,
@@ -336,6 +340,9 @@ enum Taken {
 
 impl Lease {
     async fn take(state: &AppState, agent: &str, thread: &str, run: &str) -> Taken {
+        if !state.store.is_shared() {
+            return Taken::Held(Lease(None));
+        }
         let ttl = Duration::from_secs(state.settings.lease_secs);
         let store = Arc::clone(&state.store);
         // A run on another gateway that has just finished may still be releasing the thread:
@@ -377,22 +384,25 @@ impl Lease {
                         }
                     }
                 });
-                Taken::Held(Lease {
+                Taken::Held(Lease(Some(StoreLease {
                     store,
                     agent: agent.into(),
                     thread: thread.into(),
                     run: run.into(),
                     renewer,
-                })
+                })))
             }
         }
     }
 
     async fn release(self) {
-        self.renewer.abort();
-        if let Err(e) = self
+        let Some(lease) = self.0 else {
+            return;
+        };
+        lease.renewer.abort();
+        if let Err(e) = lease
             .store
-            .release_lease(&self.agent, &self.thread, &self.run)
+            .release_lease(&lease.agent, &lease.thread, &lease.run)
             .await
         {
             tracing::warn!(error = %e, "releasing a thread lease failed; it will expire");
@@ -534,6 +544,7 @@ pub async fn run_events(
         }
     }
     let store = Arc::clone(&state.store);
+    let runs = Arc::clone(&state.runs);
     let keepalive = Duration::from_secs(state.settings.keepalive_secs);
     let stream = async_stream::stream! {
         let mut last = after;
@@ -557,7 +568,11 @@ pub async fn run_events(
             // Nothing new: done if the run has ended (its writer marks it finished only after
             // the last frame is stored), otherwise wait and look again.
             // A run whose gateway died stays "running" in a shared store; its lease lapses.
+            // The embedded store's only gateway is this one.
             let alive = match store.run(&run_id).await {
+                Ok(Some(r)) if !r.finished && !store.is_shared() => {
+                    runs.is_running(&r.thread_id, &r.run_id)
+                }
                 Ok(Some(r)) if !r.finished => {
                     matches!(store.lease_holder(&r.agent_id, &r.thread_id).await, Ok(Some(h)) if h == r.run_id)
                 }

@@ -84,6 +84,13 @@ impl RunManager {
         admitted
     }
 
+    /// Whether `run_id` is the active run of `thread_id` here.
+    pub fn is_running(&self, thread_id: &str, run_id: &str) -> bool {
+        self.active
+            .get(thread_id)
+            .is_some_and(|r| r.run_id == run_id)
+    }
+
     /// How many runs are detached now.
     pub fn detached_count(&self) -> usize {
         self.detached.load(Ordering::SeqCst)

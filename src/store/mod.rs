@@ -111,6 +111,11 @@ pub trait Store: memory::MemoryStore + docs::DocStore + Send + Sync + 'static {
     /// `sqlite` or `postgres`.
     fn kind(&self) -> &'static str;
 
+    /// Whether several gateways may use the store at once (PostgreSQL). Then thread leases
+    /// keep one run per thread across them; the embedded store serves one process, whose run
+    /// manager alone does that.
+    fn is_shared(&self) -> bool;
+
     /// The thread's messages in order.
     async fn load_thread(
         &self,

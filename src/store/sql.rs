@@ -148,6 +148,10 @@ impl Store for SqlStore {
         }
     }
 
+    fn is_shared(&self) -> bool {
+        self.kind == Kind::Postgres
+    }
+
     async fn load_thread(
         &self,
         agent: &str,
