@@ -468,12 +468,25 @@ async fn stream_all(
 }
 
 /// The clients leave; waits (at most a minute) until the gateway has cancelled their runs.
+/// Prints why clients that ended on their own failed (the first reason and how many).
 async fn leave(tasks: Vec<tokio::task::JoinHandle<ClientStats>>, gw: &Gateway) {
     for t in &tasks {
         t.abort();
     }
+    let mut failures = Vec::new();
     for t in tasks {
-        let _ = t.await;
+        if let Ok(ClientStats {
+            failed: Some(why), ..
+        }) = t.await
+        {
+            failures.push(why);
+        }
+    }
+    if let Some(first) = failures.first() {
+        println!(
+            "          ({} clients failed; the first: {first})",
+            failures.len()
+        );
     }
     for _ in 0..600 {
         if gw.active_runs().await == 0 {

@@ -190,27 +190,33 @@ fn gated_reply(gate: &std::sync::Arc<tokio::sync::Notify>) -> Reply {
     )
 }
 
-#[tokio::test]
-async fn a_store_that_goes_away_mid_run_ends_it_cleanly_and_the_gateway_recovers() {
-    let Some(url) = test_pg("a store going away mid-run") else {
-        return;
-    };
-    let (relay, via_relay) = Relay::for_test_pg(&url).await;
+/// A gateway on PostgreSQL through a relay (`store_toml` adds to `[store]`), whose model
+/// streams "Half " and waits. A run on a fresh thread is streaming when `fault` hits the relay;
+/// then the model finishes. The run must end with `STORE_UNAVAILABLE` and leave no run behind,
+/// and while the fault lasts a new run is refused the same way. The next reply is "Back again.".
+async fn store_fault_mid_run(
+    url: &str,
+    store_toml: &str,
+    fault: impl FnOnce(&Relay),
+) -> (Gateway, Relay, String) {
+    let (relay, via_relay) = Relay::for_test_pg(url).await;
     let gate = std::sync::Arc::new(tokio::sync::Notify::new());
     let up = FakeOpenAi::start(vec![
         gated_reply(&gate),
         Reply::Sse(text_chunks("Back again.")),
     ])
     .await;
-    let toml = format!("[store]\nurl = \"{via_relay}\"\n{}", up.config(""));
+    let toml = format!(
+        "[store]\nurl = \"{via_relay}\"\n{store_toml}\n{}",
+        up.config("")
+    );
     let gw = Gateway::start(&toml).await;
     let thread = format!("t-store-{}", uuid::Uuid::new_v4().simple());
 
-    // The run is streaming when the store goes away; then the model finishes.
     let mut first = gw.post("a", &user_says_hi(&thread)).await;
     assert_eq!(first.status(), 200);
     let seen = read_until(&mut first, "Half").await;
-    relay.cut();
+    fault(&relay);
     gate.notify_one();
     let events = read_events_after(seen, first, false).await;
     let last = events.last().unwrap();
@@ -218,15 +224,24 @@ async fn a_store_that_goes_away_mid_run_ends_it_cleanly_and_the_gateway_recovers
     assert_eq!(last["code"], "STORE_UNAVAILABLE");
     wait_no_runs(&gw).await;
 
-    // While it is away, new runs are refused with the same clean error.
-    let refused = gw.run("a", &user_says_hi("t-store-down")).await;
+    let refused = gw.run("a", &user_says_hi(&format!("{thread}-down"))).await;
     assert_eq!(
         refused.last().unwrap()["code"],
         "STORE_UNAVAILABLE",
         "{refused:?}"
     );
     wait_no_runs(&gw).await;
+    // The model is kept by the gateway's agent; the test server lives on in its task.
+    std::mem::forget(up);
+    (gw, relay, thread)
+}
 
+#[tokio::test]
+async fn a_store_that_goes_away_mid_run_ends_it_cleanly_and_the_gateway_recovers() {
+    let Some(url) = test_pg("a store going away mid-run") else {
+        return;
+    };
+    let (gw, relay, thread) = store_fault_mid_run(&url, "", Relay::cut).await;
     // Once it is back, the gateway uses it again without a restart.
     relay.restore();
     let again = gw.run("a", &user_says_hi(&format!("{thread}-after"))).await;
@@ -239,42 +254,9 @@ async fn a_store_that_stops_answering_mid_run_times_out_cleanly_and_recovers() {
     let Some(url) = test_pg("a store that stops answering") else {
         return;
     };
-    let (relay, via_relay) = Relay::for_test_pg(&url).await;
-    let gate = std::sync::Arc::new(tokio::sync::Notify::new());
-    let up = FakeOpenAi::start(vec![
-        gated_reply(&gate),
-        Reply::Sse(text_chunks("Back again.")),
-    ])
-    .await;
-    let toml = format!(
-        "[store]\nurl = \"{via_relay}\"\nop_timeout_secs = 0.5\n{}",
-        up.config("")
-    );
-    let gw = Gateway::start(&toml).await;
-    let thread = format!("t-hang-{}", uuid::Uuid::new_v4().simple());
-
-    // The run is streaming when the database stops answering; then the model finishes. Saving
-    // the turn times out: the run ends with a clean error instead of hanging.
-    let mut first = gw.post("a", &user_says_hi(&thread)).await;
-    assert_eq!(first.status(), 200);
-    let seen = read_until(&mut first, "Half").await;
-    relay.pause(true);
-    gate.notify_one();
-    let events = read_events_after(seen, first, false).await;
-    let last = events.last().unwrap();
-    assert_eq!(last["type"], "RUN_ERROR", "{events:?}");
-    assert_eq!(last["code"], "STORE_UNAVAILABLE");
-    wait_no_runs(&gw).await;
-
-    // While it is silent, a new run is refused as soon as its lease times out.
-    let refused = gw.run("a", &user_says_hi("t-hang-down")).await;
-    assert_eq!(
-        refused.last().unwrap()["code"],
-        "STORE_UNAVAILABLE",
-        "{refused:?}"
-    );
-    wait_no_runs(&gw).await;
-
+    // Saving the turn times out: the run ends with a clean error instead of hanging.
+    let (gw, relay, thread) =
+        store_fault_mid_run(&url, "op_timeout_secs = 0.5", |r| r.pause(true)).await;
     // Once it answers again, the same thread runs: the lease the first run could not release
     // is this gateway's own, and taken over.
     relay.pause(false);
