@@ -231,8 +231,6 @@ async fn store_fault_mid_run(
         "{refused:?}"
     );
     wait_no_runs(&gw).await;
-    // The model is kept by the gateway's agent; the test server lives on in its task.
-    std::mem::forget(up);
     (gw, relay, thread)
 }
 

@@ -13,20 +13,8 @@ async fn json_logs_carry_run_ids_and_no_secrets_or_bodies() {
         r#"{"error":{"message":"bad request"}}"#.into(),
     )])
     .await;
-    let dir = temp_dir("logs");
     let secret = "sk-test-SECRET-0123456789";
-    let toml = up
-        .config("")
-        .replace(
-            "retry_initial_backoff_ms = 5\n",
-            "retry_initial_backoff_ms = 5\napi_key_env = \"AGUI_TEST_LOG_KEY\"\n",
-        )
-        .replace(
-            "[server]\n",
-            &format!("data_dir = \"{}\"\n[server]\n", dir.display()),
-        );
-    let path = dir.join("gw.toml");
-    std::fs::write(&path, toml).unwrap();
+    let path = up.config_file("logs", "AGUI_TEST_LOG_KEY");
     let gw = GatewayProcess::spawn(
         &path,
         &[

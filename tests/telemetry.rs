@@ -103,20 +103,8 @@ async fn runs_export_linked_spans_without_message_text() {
     ])
     .await;
     let (endpoint, exports) = collector().await;
-    let dir = temp_dir("otel");
     let secret = "sk-test-OTEL-SECRET-0123456789";
-    let toml = up
-        .config("")
-        .replace(
-            "retry_initial_backoff_ms = 5\n",
-            "retry_initial_backoff_ms = 5\napi_key_env = \"AGUI_TEST_OTEL_KEY\"\n",
-        )
-        .replace(
-            "[server]\n",
-            &format!("data_dir = \"{}\"\n[server]\n", dir.display()),
-        );
-    let path = dir.join("gw.toml");
-    std::fs::write(&path, toml).unwrap();
+    let path = up.config_file("otel", "AGUI_TEST_OTEL_KEY");
     let mut gw = GatewayProcess::spawn(
         &path,
         &[

@@ -567,6 +567,25 @@ impl FakeOpenAi {
     }
 
     /// A gateway config with one agent `a` on this upstream plus the given extra TOML.
+    /// [`FakeOpenAi::config`] in a file of a fresh data directory, for the gateway binary, with
+    /// the model's API key read from the environment variable `key_env`.
+    pub fn config_file(&self, prefix: &str, key_env: &str) -> std::path::PathBuf {
+        let dir = temp_dir(prefix);
+        let toml = self
+            .config("")
+            .replace(
+                "retry_initial_backoff_ms = 5\n",
+                &format!("retry_initial_backoff_ms = 5\napi_key_env = \"{key_env}\"\n"),
+            )
+            .replace(
+                "[server]\n",
+                &format!("data_dir = \"{}\"\n[server]\n", dir.display()),
+            );
+        let path = dir.join("gw.toml");
+        std::fs::write(&path, toml).unwrap();
+        path
+    }
+
     pub fn config(&self, extra_agent_toml: &str) -> String {
         format!(
             r#"
