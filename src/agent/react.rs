@@ -44,10 +44,7 @@ impl From<EmitError> for Halt {
     }
 }
 
-/// A fresh id for messages the gateway creates.
-pub fn new_id(prefix: &str) -> String {
-    format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
-}
+pub use crate::protocol::new_id;
 
 /// Runs `agent` on `input`, streaming through `emitter` until the run ends one way or another.
 /// Every path ends the stream with `RUN_FINISHED` or `RUN_ERROR` (unless the client is gone).

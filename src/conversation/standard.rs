@@ -216,7 +216,7 @@ fn text_of_parts(parts: &[Value]) -> String {
 }
 
 fn user_message(parts: Vec<Value>) -> Value {
-    let id = crate::agent::react::new_id("msg");
+    let id = crate::protocol::new_id("msg");
     // One text part stays a plain string: every client and model reads that.
     match parts.as_slice() {
         [p] if p["type"] == "text" => json!({"id": id, "role": "user", "content": p["text"]}),
@@ -330,7 +330,7 @@ pub fn parse(input: &Value) -> Result<StandardInput, InputError> {
                         ));
                     }
                     messages.push(json!({
-                        "id": crate::agent::react::new_id("msg"),
+                        "id": crate::protocol::new_id("msg"),
                         "role": "assistant",
                         "content": text_of_parts(&parts),
                     }));

@@ -3,10 +3,14 @@
 
 pub mod anthropic;
 pub mod bedrock;
+#[cfg(feature = "server")]
 pub mod coalesce;
+#[cfg(feature = "server")]
 pub mod media;
 pub mod openai;
+#[cfg(feature = "server")]
 pub mod retry;
+#[cfg(feature = "server")]
 pub mod scripted;
 pub mod sse;
 
@@ -193,6 +197,7 @@ impl ModelError {
 /// A stream of model events.
 pub type ModelStream = BoxStream<'static, Result<ModelEvent, ModelError>>;
 
+#[cfg(feature = "server")]
 /// An LLM backend. Object-safe: agents hold `Arc<dyn Provider>` chosen from config at run time.
 /// Dropping the returned stream must abort the upstream request.
 pub trait Provider: Send + Sync + 'static {

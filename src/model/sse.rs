@@ -2,14 +2,17 @@
 //! request, turn a failed status into [`ModelError::Http`], then feed each SSE event to the
 //! provider's pure normaliser under an idle limit.
 
-use std::time::Duration;
+use super::{ModelError, ModelEvent};
+#[cfg(feature = "server")]
+use {
+    super::{ModelStream, error_message_from_body, scrub},
+    crate::config::Secret,
+    eventsource_stream::Eventsource,
+    futures::StreamExt,
+    std::time::Duration,
+};
 
-use eventsource_stream::Eventsource;
-use futures::StreamExt;
-
-use super::{ModelError, ModelEvent, ModelStream, error_message_from_body, scrub};
-use crate::config::Secret;
-
+#[cfg(feature = "server")]
 /// Upstream error bodies are read up to this many bytes.
 const MAX_ERROR_BODY: usize = 16 * 1024;
 
@@ -22,6 +25,7 @@ pub trait SseNormaliser: Send + 'static {
     fn eof(&mut self) -> Result<Vec<ModelEvent>, ModelError>;
 }
 
+#[cfg(feature = "server")]
 /// Sends `request` and streams what `normaliser` makes of the answer. `secret` is scrubbed from
 /// every error message.
 pub fn stream(
@@ -100,6 +104,7 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     s
 }
 
+#[cfg(feature = "server")]
 /// Reads at most `cap` bytes of a body, lossily as text.
 pub async fn read_capped(resp: reqwest::Response, cap: usize) -> String {
     match crate::tools::read_capped(resp, cap).await {

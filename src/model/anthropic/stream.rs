@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::model::sse::SseNormaliser;
 use crate::model::{ModelError, ModelEvent, StopReason, Usage};
 
 #[derive(Debug, Deserialize)]
@@ -276,6 +277,16 @@ impl StreamState {
         Err(ModelError::Interrupted(
             "the connection closed before message_stop".into(),
         ))
+    }
+}
+
+impl SseNormaliser for StreamState {
+    fn event(&mut self, _name: &str, data: &str) -> Result<(Vec<ModelEvent>, bool), ModelError> {
+        self.step(data)
+    }
+
+    fn eof(&mut self) -> Result<Vec<ModelEvent>, ModelError> {
+        StreamState::eof(self)
     }
 }
 

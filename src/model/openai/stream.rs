@@ -3,6 +3,7 @@
 //! reuse index 0 for every call are handled here.
 
 use super::wire::{Chunk, ToolCallDelta};
+use crate::model::sse::SseNormaliser;
 use crate::model::{ModelError, ModelEvent, StopReason, Usage};
 
 #[derive(Debug)]
@@ -222,6 +223,21 @@ impl StreamState {
             ));
         }
         self.done()
+    }
+}
+
+impl SseNormaliser for StreamState {
+    fn event(&mut self, _name: &str, data: &str) -> Result<(Vec<ModelEvent>, bool), ModelError> {
+        if data == "[DONE]" {
+            return Ok((self.done()?, true));
+        }
+        let chunk = serde_json::from_str::<super::wire::Chunk>(data)
+            .map_err(|e| ModelError::Protocol(format!("unreadable chunk: {e}")))?;
+        Ok((self.step(chunk)?, false))
+    }
+
+    fn eof(&mut self) -> Result<Vec<ModelEvent>, ModelError> {
+        StreamState::eof(self)
     }
 }
 
