@@ -53,6 +53,9 @@ enum Command {
         /// Tokens per reply in the throughput phase.
         #[arg(long)]
         throughput_tokens: Option<usize>,
+        /// Waves of 1,000 runs in the churn phase.
+        #[arg(long)]
+        churn_waves: Option<usize>,
         /// How the memory phase reaches the upstream: h1 (a connection per run), h2 (one
         /// shared connection), or both.
         #[arg(long, value_delimiter = ',')]
@@ -123,6 +126,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             levels,
             only,
             throughput_tokens,
+            churn_waves,
             upstream,
             clients,
             gateway,
@@ -141,6 +145,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             if let Some(t) = throughput_tokens {
                 opts.throughput_tokens = t;
+            }
+            if let Some(w) = churn_waves {
+                opts.churn_waves = w;
             }
             if let Some(only) = only {
                 opts.phases = only;
