@@ -148,6 +148,20 @@ fn tracer_provider() -> Result<SdkTracerProvider, String> {
         .build())
 }
 
+/// Adds the current span's W3C `traceparent` to an outgoing request while traces are exported,
+/// so upstreams that trace (vLLM, a tool service) join the run's trace.
+pub fn with_traceparent(req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    if !exporting() {
+        return req;
+    }
+    let mut carrier = std::collections::HashMap::new();
+    TraceContextPropagator::new().inject_context(&tracing::Span::current().context(), &mut carrier);
+    match carrier.remove("traceparent") {
+        Some(tp) => req.header("traceparent", tp),
+        None => req,
+    }
+}
+
 /// Reads W3C trace context from request headers.
 struct Headers<'a>(&'a http::HeaderMap);
 

@@ -1,7 +1,8 @@
 /// Traces over OTLP/HTTP: with `OTEL_EXPORTER_OTLP_ENDPOINT` set, the running binary exports a
 /// server span per request (continuing the caller's `traceparent`), `invoke_agent` per run,
 /// `chat` per model call and `execute_tool` per backend call, to a collector on loopback that
-/// decodes the OTLP JSON; a graceful shutdown flushes them. No message text, no key.
+/// decodes the OTLP JSON; a graceful shutdown flushes them. Model and tool calls carry their
+/// span's `traceparent` upstream. No message text, no key.
 mod common;
 
 use std::sync::{Arc, Mutex};
@@ -206,6 +207,25 @@ async fn runs_export_linked_spans_without_message_text() {
     assert_eq!(tools.len(), 1);
     assert_eq!(tools[0]["parentSpanId"], run["spanId"]);
     assert_eq!(attr(tools[0], "gen_ai.tool.call.id"), "call_w1");
+
+    // The model and the tool service were called inside those spans, and told so.
+    let seen = up.upstream.traceparents.lock().unwrap().clone();
+    let parent_of = |endpoint: &str| -> std::collections::BTreeSet<String> {
+        seen.iter()
+            .filter(|(e, tp)| *e == endpoint && tp.contains(trace_id))
+            .map(|(_, tp)| tp.split('-').nth(2).unwrap().to_string())
+            .collect()
+    };
+    let chat_ids: std::collections::BTreeSet<String> = chats
+        .iter()
+        .map(|c| c["spanId"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(parent_of("chat"), chat_ids, "{seen:?}");
+    assert_eq!(
+        parent_of("weather"),
+        [tools[0]["spanId"].as_str().unwrap().to_string()].into(),
+        "{seen:?}"
+    );
 
     // The refused run: its own trace (no traceparent), marked failed at run and model call.
     let failed = runs

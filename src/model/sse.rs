@@ -36,6 +36,7 @@ pub fn stream(
 ) -> ModelStream {
     async_stream::stream! {
         let secret = secret.as_ref().map(Secret::expose);
+        let request = crate::telemetry::with_traceparent(request);
         let resp = match request.send().await {
             Ok(r) => r,
             Err(e) => {

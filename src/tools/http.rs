@@ -80,6 +80,7 @@ impl HttpTool {
         for (k, v) in &self.headers {
             req = req.header(k.as_str(), v.expose());
         }
+        let req = crate::telemetry::with_traceparent(req);
         let resp = match req.send().await {
             Ok(r) => r,
             Err(e) if e.is_timeout() => {

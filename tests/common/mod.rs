@@ -382,6 +382,8 @@ pub struct Upstream {
     pub requests: Mutex<Vec<Value>>,
     /// Authorization headers seen.
     pub auth: Mutex<Vec<String>>,
+    /// `traceparent` headers seen, with the endpoint (`chat` or `weather`).
+    pub traceparents: Mutex<Vec<(&'static str, String)>>,
     /// Notified when a stalled response body is dropped (the gateway hung up).
     pub dropped: Notify,
     /// Weather tool calls received.
@@ -394,6 +396,17 @@ pub struct Upstream {
 pub struct FakeOpenAi {
     pub addr: SocketAddr,
     pub upstream: Arc<Upstream>,
+}
+
+impl Upstream {
+    fn saw_traceparent(&self, endpoint: &'static str, headers: &axum::http::HeaderMap) {
+        if let Some(tp) = headers.get("traceparent").and_then(|v| v.to_str().ok()) {
+            self.traceparents
+                .lock()
+                .unwrap()
+                .push((endpoint, tp.to_string()));
+        }
+    }
 }
 
 struct DropSignal(Arc<Upstream>);
@@ -414,6 +427,7 @@ async fn chat(
 ) -> Response {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     up.requests.lock().unwrap().push(body);
+    up.saw_traceparent("chat", &headers);
     for h in ["authorization", "x-api-key", "anthropic-version"] {
         if let Some(a) = headers.get(h) {
             up.auth
@@ -496,7 +510,12 @@ async fn chat(
     }
 }
 
-async fn weather(State(up): State<Arc<Upstream>>, body: Bytes) -> Response {
+async fn weather(
+    State(up): State<Arc<Upstream>>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
+    up.saw_traceparent("weather", &headers);
     let args: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     up.tool_calls.lock().unwrap().push(args.clone());
     // Cities named "Slow..." take a while to answer, so concurrent calls overlap.

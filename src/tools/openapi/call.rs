@@ -80,6 +80,7 @@ impl OpenApiTool {
                 .body(body.to_string());
         }
         req = with_auth(req, self.auth.as_ref());
+        let req = crate::telemetry::with_traceparent(req);
         let resp = match req.send().await {
             Ok(r) => r,
             Err(e) => {
