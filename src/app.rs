@@ -203,35 +203,26 @@ pub async fn serve(
     let runs = Arc::clone(&state.runs);
     let grace = Duration::from_secs(state.settings.shutdown_grace_secs);
     let closing = state.clone();
-    // Small frames leave at once: with Nagle's algorithm a frame written behind another
-    // waits for the client's delayed ACK (up to 40 ms).
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-        }
-    });
-    // One make-service: `axum::serve` given a bare Router copies every route per connection.
-    axum::serve(listener, router(state).into_make_service())
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            runs.begin_shutdown();
-            let active = runs.active_count();
-            tracing::info!(
-                active,
-                grace_secs = grace.as_secs(),
-                "shutting down: no new runs; waiting for active ones"
-            );
-            tokio::spawn(async move {
-                if !runs.drain(grace).await {
-                    tracing::warn!(
-                        left = runs.active_count(),
-                        "grace period over; ending the remaining runs with SHUTDOWN"
-                    );
-                    runs.cancel_all();
-                }
-            });
-        })
-        .await?;
+    crate::listen::serve(listener, router(state), async move {
+        shutdown.await;
+        runs.begin_shutdown();
+        let active = runs.active_count();
+        tracing::info!(
+            active,
+            grace_secs = grace.as_secs(),
+            "shutting down: no new runs; waiting for active ones"
+        );
+        tokio::spawn(async move {
+            if !runs.drain(grace).await {
+                tracing::warn!(
+                    left = runs.active_count(),
+                    "grace period over; ending the remaining runs with SHUTDOWN"
+                );
+                runs.cancel_all();
+            }
+        });
+    })
+    .await?;
     // Every connection is closed; runs still writing their last events and thread messages
     // get a moment to commit them.
     closing.runs.drain(Duration::from_secs(5)).await;

@@ -46,4 +46,6 @@ pub mod tools;
 #[cfg(feature = "server")]
 mod app;
 #[cfg(feature = "server")]
+mod listen;
+#[cfg(feature = "server")]
 pub use app::*;
