@@ -46,6 +46,8 @@ pub mod tools;
 #[cfg(feature = "server")]
 mod app;
 #[cfg(feature = "server")]
+mod http1;
+#[cfg(feature = "server")]
 mod listen;
 #[cfg(feature = "server")]
 pub use app::*;

@@ -82,27 +82,16 @@ async fn connection(tcp: TcpStream, app: Router, mut stop: watch::Receiver<bool>
         },
         _ = stop.changed() => return,
     };
-    let io = TokioIo::new(tcp);
-    let service = TowerToHyperService::new(app);
-    // Each connection is pinned where it is made: moved into `drive`, it would take its room in
-    // this task twice. The HTTP/2 one is boxed, so the HTTP/1.1 connection of each browser
-    // does not carry room for it.
-    if h2 {
-        let conn = Box::pin(
-            hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                .timer(TokioTimer::new())
-                .serve_connection(io, service),
-        );
-        drive(conn, stop, |c| c.graceful_shutdown()).await;
-    } else {
-        let conn = pin!(
-            hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEAD_TIMEOUT)
-                .serve_connection(io, service)
-        );
-        drive(conn, stop, |c| c.graceful_shutdown()).await;
+    if !h2 {
+        return crate::http1::serve(tcp, app, stop).await;
     }
+    // Boxed: the HTTP/1.1 connection of each browser does not carry room for it.
+    let conn = Box::pin(
+        hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .serve_connection(TokioIo::new(tcp), TowerToHyperService::new(app)),
+    );
+    drive(conn, stop, |c| c.graceful_shutdown()).await;
 }
 
 /// Runs a connection to its end; once the gateway stops, asks it to close gracefully (an

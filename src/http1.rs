@@ -1,0 +1,1168 @@
+//! HTTP/1.1 connections, served by the gateway itself.
+//!
+//! A browser (or a reverse proxy such as nginx) holds one HTTP/1.1 connection per streaming
+//! run, for as long as the run lasts. hyper's HTTP/1.1 server keeps about 16 KiB of buffers
+//! per connection for its whole life (an 8 KiB read buffer and an 8 KiB header write buffer),
+//! more than the run itself. Here a connection holds no buffer while it waits or streams:
+//! the request head is read into a buffer that is freed once parsed, the request body is
+//! handed to the app through a one-slot channel as it arrives, and each response frame goes
+//! to the socket as it comes. HTTP/2 stays with hyper (many runs share one connection).
+//!
+//! What is served: HTTP/1.0 and 1.1, keep-alive and pipelining, `Content-Length` and chunked
+//! request bodies, `Expect: 100-continue`, `HEAD`, responses framed by length, chunked, or (for
+//! HTTP/1.0) by closing. Ambiguous framing is refused (both `Content-Length` and
+//! `Transfer-Encoding`, differing lengths, encodings other than `chunked`), so a proxy in front
+//! cannot be made to read a request differently from the gateway.
+
+use std::borrow::Cow;
+use std::io::{self, Write as _};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use bytes::{Buf, Bytes, BytesMut};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Request, Response, StatusCode, Uri, Version};
+use http_body::{Frame, SizeHint};
+use http_body_util::BodyExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+use tower::ServiceExt;
+
+/// The largest request head (request line and headers) accepted.
+const MAX_HEAD: usize = 16 * 1024;
+/// The most header fields in a request head.
+const MAX_HEADERS: usize = 100;
+/// The longest chunk-size line (with extensions) of a chunked request body.
+const MAX_CHUNK_LINE: usize = 1024;
+/// How long a request head (once it has begun) or a pause in a request body may take.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a kept-alive connection may wait for its next request.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// After a response that did not read its whole request body, how long (and how much) the rest
+/// is read and dropped before closing, so that the client sees the response rather than a reset.
+const LINGER: Duration = Duration::from_secs(2);
+const LINGER_BYTES: usize = 1 << 20;
+
+/// Serves one HTTP/1.x connection with `app` until the client closes it, an error ends it, or
+/// `stop` turns true (an idle connection closes at once, a busy one after its response).
+pub(crate) async fn serve(mut tcp: TcpStream, app: Router, mut stop: watch::Receiver<bool>) {
+    let mut leftover = Bytes::new();
+    loop {
+        let head = match read_head(&mut tcp, leftover, &mut stop).await {
+            Ok(Some(head)) => head,
+            Ok(None) => return,
+            Err(refusal) => {
+                let _ = write_refusal(&mut tcp, &refusal).await;
+                return;
+            }
+        };
+        let Head {
+            request,
+            body: framing,
+            rest,
+            keep_alive,
+            expect_continue,
+        } = head;
+        let version = request.version();
+        let head_only = request.method() == Method::HEAD;
+        let (request, mut feed) = attach_body(request, framing, rest, expect_continue);
+        let response = {
+            // Boxed: once it has answered, the app's future leaves nothing in this task.
+            let mut call = Box::pin(app.clone().oneshot(request));
+            loop {
+                tokio::select! {
+                    biased;
+                    response = &mut call => break response,
+                    fed = feed.step(&mut tcp), if feed.is_open() => {
+                        if fed.is_err() {
+                            // The body broke (the app was told) or the client is gone.
+                            feed.close();
+                        }
+                    }
+                }
+            }
+        };
+        let Ok(response) = response;
+        feed.skip_buffered();
+        let body_done = feed.is_complete();
+        leftover = feed.into_rest();
+        let closing = !keep_alive || !body_done || *stop.borrow();
+        let wrote = write_response(&mut tcp, response, version, head_only, closing).await;
+        match wrote {
+            Ok(Written::Complete) if !closing => continue,
+            Ok(Written::Complete) if !body_done => {
+                linger(&mut tcp).await;
+                return;
+            }
+            _ => {
+                let _ = tcp.shutdown().await;
+                return;
+            }
+        }
+    }
+}
+
+/// A parsed request head and what came with it.
+struct Head {
+    request: Request<()>,
+    body: Framing,
+    /// Bytes read past the head: the start of the body, or of pipelined requests.
+    rest: Bytes,
+    keep_alive: bool,
+    expect_continue: bool,
+}
+
+/// How a request's body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    Empty,
+    Length(u64),
+    Chunked,
+}
+
+/// A request the connection answers itself, then closes.
+#[derive(Debug)]
+struct Refusal {
+    status: StatusCode,
+    message: &'static str,
+}
+
+fn refuse(status: StatusCode, message: &'static str) -> Refusal {
+    Refusal { status, message }
+}
+
+/// Reads the next request head. `None`: the client closed the connection, it stayed idle too
+/// long, or the gateway is stopping.
+async fn read_head(
+    tcp: &mut TcpStream,
+    leftover: Bytes,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<Option<Head>, Refusal> {
+    let mut buf = BytesMut::new();
+    if leftover.is_empty() {
+        // Idle: wait without a buffer.
+        tokio::select! {
+            ready = tokio::time::timeout(IDLE_TIMEOUT, tcp.readable()) => {
+                if !matches!(ready, Ok(Ok(()))) {
+                    return Ok(None);
+                }
+            }
+            _ = stop.changed() => return Ok(None),
+        }
+    } else {
+        buf.extend_from_slice(&leftover);
+    }
+    drop(leftover);
+    let deadline = tokio::time::Instant::now() + READ_TIMEOUT;
+    loop {
+        if !buf.is_empty()
+            && let Some(head) = parse_head(&buf)?
+        {
+            return Ok(Some(head));
+        }
+        if buf.len() >= MAX_HEAD {
+            return Err(refuse(
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "The request head is too large.",
+            ));
+        }
+        if buf.len() == buf.capacity() {
+            // Doubling from 2 KiB, up to the limit.
+            buf.reserve(buf.capacity().max(2048).min(MAX_HEAD - buf.len()));
+        }
+        let read = tokio::select! {
+            read = tokio::time::timeout_at(deadline, tcp.read_buf(&mut buf)) => read,
+            _ = stop.changed(), if buf.is_empty() => return Ok(None),
+        };
+        match read {
+            Ok(Ok(n)) if n > 0 => {}
+            Ok(Ok(_)) | Ok(Err(_)) => return Ok(None),
+            Err(_) if buf.is_empty() => return Ok(None),
+            Err(_) => {
+                return Err(refuse(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "The request head did not arrive in time.",
+                ));
+            }
+        }
+    }
+}
+
+/// Parses a complete head at the start of `buf`; `None` while it is incomplete.
+fn parse_head(buf: &BytesMut) -> Result<Option<Head>, Refusal> {
+    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut parsed = httparse::Request::new(&mut fields);
+    let len = match parsed.parse(&buf[..]) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => {
+            return Err(refuse(
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "The request has too many header fields.",
+            ));
+        }
+        Err(httparse::Error::Version) => {
+            return Err(refuse(
+                StatusCode::HTTP_VERSION_NOT_SUPPORTED,
+                "Only HTTP/1.0, HTTP/1.1 and HTTP/2 are served.",
+            ));
+        }
+        Err(_) => return Err(bad("The request head is malformed.")),
+    };
+    let method = Method::from_bytes(parsed.method.unwrap_or_default().as_bytes())
+        .map_err(|_| bad("The request method is malformed."))?;
+    let uri: Uri = parsed
+        .path
+        .unwrap_or_default()
+        .parse()
+        .map_err(|_| bad("The request target is malformed."))?;
+    let version = if parsed.version == Some(0) {
+        Version::HTTP_10
+    } else {
+        Version::HTTP_11
+    };
+    let mut headers = HeaderMap::with_capacity(parsed.headers.len());
+    for field in parsed.headers.iter() {
+        let name = HeaderName::from_bytes(field.name.as_bytes())
+            .map_err(|_| bad("A header field name is malformed."))?;
+        let value = HeaderValue::from_bytes(field.value)
+            .map_err(|_| bad("A header field value is malformed."))?;
+        headers.append(name, value);
+    }
+    let body = framing(&headers, version)?;
+    let keep_alive = match version {
+        Version::HTTP_10 => has_token(&headers, header::CONNECTION, "keep-alive"),
+        _ => !has_token(&headers, header::CONNECTION, "close"),
+    };
+    let expect_continue = version == Version::HTTP_11
+        && body != Framing::Empty
+        && has_token(&headers, header::EXPECT, "100-continue");
+    let mut request = Request::new(());
+    *request.method_mut() = method;
+    *request.uri_mut() = uri;
+    *request.version_mut() = version;
+    *request.headers_mut() = headers;
+    // Whatever follows the head is copied out, so the head's buffer is freed now.
+    let rest = Bytes::copy_from_slice(&buf[len..]);
+    Ok(Some(Head {
+        request,
+        body,
+        rest,
+        keep_alive,
+        expect_continue,
+    }))
+}
+
+fn bad(message: &'static str) -> Refusal {
+    refuse(StatusCode::BAD_REQUEST, message)
+}
+
+/// How the body is delimited (RFC 9112, section 6.3), refusing every ambiguous case.
+fn framing(headers: &HeaderMap, version: Version) -> Result<Framing, Refusal> {
+    let encodings: Vec<&HeaderValue> = headers.get_all(header::TRANSFER_ENCODING).iter().collect();
+    if !encodings.is_empty() {
+        if headers.contains_key(header::CONTENT_LENGTH) {
+            return Err(bad(
+                "A request may not have both Content-Length and Transfer-Encoding.",
+            ));
+        }
+        if version == Version::HTTP_10 {
+            return Err(bad("Transfer-Encoding is not allowed in HTTP/1.0."));
+        }
+        let mut codings = encodings
+            .iter()
+            .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+            .map(<[u8]>::trim_ascii)
+            .filter(|c| !c.is_empty());
+        return match (codings.next(), codings.next()) {
+            (Some(c), None) if c.eq_ignore_ascii_case(b"chunked") => Ok(Framing::Chunked),
+            _ => Err(refuse(
+                StatusCode::NOT_IMPLEMENTED,
+                "Only the chunked transfer coding is accepted.",
+            )),
+        };
+    }
+    let mut length = None;
+    for value in headers.get_all(header::CONTENT_LENGTH) {
+        for part in value.as_bytes().split(|b| *b == b',') {
+            let part = part.trim_ascii();
+            let n = (!part.is_empty() && part.len() <= 19 && part.iter().all(u8::is_ascii_digit))
+                .then(|| std::str::from_utf8(part).ok()?.parse::<u64>().ok())
+                .flatten()
+                .ok_or_else(|| bad("Content-Length is malformed."))?;
+            if length.is_some_and(|l| l != n) {
+                return Err(bad("The request has differing Content-Length values."));
+            }
+            length = Some(n);
+        }
+    }
+    Ok(match length {
+        None | Some(0) => Framing::Empty,
+        Some(n) => Framing::Length(n),
+    })
+}
+
+/// Whether a comma-separated header lists `token` (case-insensitive).
+fn has_token(headers: &HeaderMap, name: HeaderName, token: &str) -> bool {
+    headers.get_all(name).iter().any(|v| {
+        v.as_bytes()
+            .split(|b| *b == b',')
+            .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+    })
+}
+
+/// Gives the request its body: empty, or fed from the connection as the app reads it.
+fn attach_body(
+    request: Request<()>,
+    framing: Framing,
+    rest: Bytes,
+    expect_continue: bool,
+) -> (Request<Body>, Feed) {
+    if framing == Framing::Empty {
+        return (request.map(|()| Body::empty()), Feed::done(rest));
+    }
+    let (tx, rx) = mpsc::channel(1);
+    let remaining = match framing {
+        Framing::Length(n) => Some(n),
+        _ => None,
+    };
+    let body = Incoming { rx, remaining };
+    let feed = Feed {
+        tx: Some(tx),
+        decoder: match framing {
+            Framing::Length(n) => Decoder::Length(n),
+            _ => Decoder::Chunked(Chunk::Size),
+        },
+        buf: BytesMut::from(&rest[..]),
+        expect_continue,
+        trailer_bytes: 0,
+    };
+    (request.map(|()| Body::new(body)), feed)
+}
+
+/// The request body as the app sees it.
+struct Incoming {
+    rx: mpsc::Receiver<io::Result<Bytes>>,
+    /// Bytes still to come, when the length is known.
+    remaining: Option<u64>,
+}
+
+impl http_body::Body for Incoming {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        let next = std::task::ready!(self.rx.poll_recv(cx));
+        if let (Some(Ok(data)), Some(left)) = (&next, self.remaining.as_mut()) {
+            *left = left.saturating_sub(data.len() as u64);
+        }
+        Poll::Ready(next.map(|r| r.map(Frame::data)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.remaining == Some(0)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.remaining.map(SizeHint::with_exact).unwrap_or_default()
+    }
+}
+
+/// The connection's side of a request body: reads it from the socket, a piece at a time, as
+/// the app asks for it.
+struct Feed {
+    /// `None` once the body is complete or abandoned.
+    tx: Option<mpsc::Sender<io::Result<Bytes>>>,
+    decoder: Decoder,
+    /// Bytes read from the socket and not yet decoded.
+    buf: BytesMut,
+    expect_continue: bool,
+    trailer_bytes: usize,
+}
+
+enum Decoder {
+    Length(u64),
+    Chunked(Chunk),
+}
+
+/// Where a chunked body's decoder is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Chunk {
+    Size,
+    Data(u64),
+    DataEnd,
+    Trailers,
+    Done,
+}
+
+/// The body cannot be read on: malformed, cut short or too slow (the app has been told), or
+/// no longer wanted.
+struct Broken;
+
+impl Feed {
+    fn done(rest: Bytes) -> Feed {
+        Feed {
+            tx: None,
+            decoder: Decoder::Length(0),
+            buf: BytesMut::from(&rest[..]),
+            expect_continue: false,
+            trailer_bytes: 0,
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        self.tx.is_some()
+    }
+
+    /// Whether the whole body was read (so the connection can carry another request).
+    fn is_complete(&self) -> bool {
+        match self.decoder {
+            Decoder::Length(n) => n == 0,
+            Decoder::Chunked(c) => c == Chunk::Done,
+        }
+    }
+
+    fn close(&mut self) {
+        self.tx = None;
+    }
+
+    /// What was read past the body: the next pipelined request.
+    fn into_rest(self) -> Bytes {
+        if self.is_complete() {
+            self.buf.freeze()
+        } else {
+            Bytes::new()
+        }
+    }
+
+    /// Waits until the app wants more body, then hands it the next piece.
+    async fn step(&mut self, tcp: &mut TcpStream) -> Result<(), Broken> {
+        // Taken out while the piece is read: the permit borrows it.
+        let tx = self.tx.take().ok_or(Broken)?;
+        let permit = tx.reserve().await.map_err(|_| Broken)?;
+        match self.next_piece(tcp).await {
+            Ok(Some(data)) => permit.send(Ok(data)),
+            Ok(None) => drop(permit),
+            Err(e) => {
+                permit.send(Err(e));
+                return Err(Broken);
+            }
+        }
+        if !self.is_complete() {
+            self.tx = Some(tx);
+        }
+        Ok(())
+    }
+
+    /// The next piece of body, read from the socket if none is buffered; `None` at its end.
+    async fn next_piece(&mut self, tcp: &mut TcpStream) -> io::Result<Option<Bytes>> {
+        loop {
+            match self.decode() {
+                Ok(Some(data)) => return Ok(Some(data)),
+                Ok(None) if self.is_complete() => return Ok(None),
+                Ok(None) => {}
+                Err(message) => return Err(io::Error::new(io::ErrorKind::InvalidData, message)),
+            }
+            if self.expect_continue {
+                self.expect_continue = false;
+                tcp.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
+            }
+            self.buf.reserve(8 * 1024);
+            match tokio::time::timeout(READ_TIMEOUT, tcp.read_buf(&mut self.buf)).await {
+                Ok(Ok(n)) if n > 0 => {}
+                Ok(Ok(_)) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "request body cut short",
+                    ));
+                }
+                Ok(Err(e)) => return Err(e),
+                Err(_) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "request body too slow",
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Skips the part of the body already read, which the app left unread, so that a request
+    /// answered without reading its (small) body does not cost the connection.
+    fn skip_buffered(&mut self) {
+        self.tx = None;
+        while let Ok(Some(_)) = self.decode() {}
+    }
+
+    /// The next piece of body in `buf`, if any has arrived.
+    fn decode(&mut self) -> Result<Option<Bytes>, &'static str> {
+        match &mut self.decoder {
+            Decoder::Length(left) => {
+                let take = (*left).min(self.buf.len() as u64) as usize;
+                if take == 0 {
+                    return Ok(None);
+                }
+                *left -= take as u64;
+                Ok(Some(self.buf.split_to(take).freeze()))
+            }
+            Decoder::Chunked(state) => {
+                decode_chunked(state, &mut self.buf, &mut self.trailer_bytes)
+            }
+        }
+    }
+}
+
+/// Steps a chunked body's decoder over `buf` (RFC 9112, section 7.1): the next data, or
+/// `None` when more bytes are needed or the body is done.
+fn decode_chunked(
+    state: &mut Chunk,
+    buf: &mut BytesMut,
+    trailer_bytes: &mut usize,
+) -> Result<Option<Bytes>, &'static str> {
+    loop {
+        match *state {
+            Chunk::Size => {
+                let Some(end) = find_crlf(buf) else {
+                    return if buf.len() > MAX_CHUNK_LINE {
+                        Err("chunk size line too long")
+                    } else {
+                        Ok(None)
+                    };
+                };
+                let line = buf.split_to(end + 2);
+                let digits = line[..end]
+                    .split(|b| *b == b';')
+                    .next()
+                    .unwrap_or_default()
+                    .trim_ascii_end();
+                if digits.is_empty()
+                    || digits.len() > 16
+                    || !digits.iter().all(u8::is_ascii_hexdigit)
+                {
+                    return Err("malformed chunk size");
+                }
+                let size = digits.iter().fold(0u64, |n, d| {
+                    n << 4 | u64::from((*d as char).to_digit(16).unwrap_or(0))
+                });
+                *state = if size == 0 {
+                    Chunk::Trailers
+                } else {
+                    Chunk::Data(size)
+                };
+            }
+            Chunk::Data(left) => {
+                if buf.is_empty() {
+                    return Ok(None);
+                }
+                let take = left.min(buf.len() as u64) as usize;
+                *state = if take as u64 == left {
+                    Chunk::DataEnd
+                } else {
+                    Chunk::Data(left - take as u64)
+                };
+                return Ok(Some(buf.split_to(take).freeze()));
+            }
+            Chunk::DataEnd => {
+                if buf.len() < 2 {
+                    return Ok(None);
+                }
+                if &buf[..2] != b"\r\n" {
+                    return Err("chunk data not followed by CRLF");
+                }
+                buf.advance(2);
+                *state = Chunk::Size;
+            }
+            Chunk::Trailers => {
+                let Some(end) = find_crlf(buf) else {
+                    return if *trailer_bytes + buf.len() > MAX_HEAD {
+                        Err("trailer section too large")
+                    } else {
+                        Ok(None)
+                    };
+                };
+                *trailer_bytes += end + 2;
+                if *trailer_bytes > MAX_HEAD {
+                    return Err("trailer section too large");
+                }
+                buf.advance(end + 2);
+                if end == 0 {
+                    *state = Chunk::Done;
+                }
+            }
+            Chunk::Done => return Ok(None),
+        }
+    }
+}
+
+fn find_crlf(buf: &[u8]) -> Option<usize> {
+    buf.windows(2).position(|w| w == b"\r\n")
+}
+
+/// How a response went out.
+enum Written {
+    /// Whole, and correctly delimited.
+    Complete,
+    /// Cut off: the client left, or the body failed (the connection must close).
+    Cut,
+}
+
+/// Writes `response`: its head at once, then each body frame as the app yields it. Gives up
+/// (dropping the body, which ends a streaming run) when the client goes away.
+async fn write_response(
+    tcp: &mut TcpStream,
+    response: Response<Body>,
+    version: Version,
+    head_only: bool,
+    closing: bool,
+) -> io::Result<Written> {
+    let (parts, mut body) = response.into_parts();
+    let status = parts.status;
+    let bodiless = head_only
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED;
+    let length = http_body::Body::size_hint(&body).exact();
+    let chunked = !bodiless && length.is_none() && version == Version::HTTP_11;
+    // An HTTP/1.0 client learns where a body of unknown length ends by the connection closing.
+    let closing = closing || (!bodiless && length.is_none() && !chunked);
+    let framing = if chunked {
+        Some(Cow::Borrowed(&b"transfer-encoding: chunked"[..]))
+    } else if bodiless {
+        // A HEAD response gives the length its GET would have.
+        let given = parts
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .map(HeaderValue::as_bytes);
+        match (head_only, given, length) {
+            (true, Some(v), _) => Some(Cow::Owned([&b"content-length: "[..], v].concat())),
+            (true, None, Some(n)) if n > 0 => {
+                Some(Cow::Owned(format!("content-length: {n}").into_bytes()))
+            }
+            _ => None,
+        }
+    } else {
+        length.map(|n| Cow::Owned(format!("content-length: {n}").into_bytes()))
+    };
+    let connection: Option<&[u8]> = if closing {
+        Some(b"connection: close")
+    } else if version == Version::HTTP_10 {
+        Some(b"connection: keep-alive")
+    } else {
+        None
+    };
+    let head = response_head(&parts, framing.as_deref(), connection);
+    drop(parts);
+    tcp.write_all(&head).await?;
+    drop(head);
+    if bodiless {
+        return Ok(Written::Complete);
+    }
+
+    let mut sent: u64 = 0;
+    // Watch for the client leaving while the body is quiet (a streaming run waiting on its
+    // model): a closed connection reads as end of file.
+    let mut watch_client = true;
+    loop {
+        let frame = tokio::select! {
+            biased;
+            frame = body.frame() => frame,
+            gone = client_left(tcp), if watch_client => {
+                if gone {
+                    return Ok(Written::Cut);
+                }
+                // The client sent more (a pipelined request): stop watching; a write to a
+                // closed connection still tells.
+                watch_client = false;
+                continue;
+            }
+        };
+        let data = match frame {
+            None => break,
+            Some(Err(e)) => {
+                tracing::debug!(error = %e, "response body failed; closing the connection");
+                return Ok(Written::Cut);
+            }
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) if !data.is_empty() => data,
+                // Trailers (not sent) and empty frames.
+                _ => continue,
+            },
+        };
+        if chunked {
+            let size = format!("{:X}\r\n", data.len());
+            let mut out = Buf::chain(Buf::chain(size.as_bytes(), data), &b"\r\n"[..]);
+            tcp.write_all_buf(&mut out).await?;
+        } else {
+            let mut data = data;
+            if let Some(n) = length {
+                // Never past the length announced.
+                let room = n.saturating_sub(sent);
+                if room < data.len() as u64 {
+                    data.truncate(room as usize);
+                }
+            }
+            sent += data.len() as u64;
+            tcp.write_all_buf(&mut data).await?;
+        }
+    }
+    if chunked {
+        tcp.write_all(b"0\r\n\r\n").await?;
+    }
+    if length.is_some_and(|n| n != sent) {
+        return Ok(Written::Cut);
+    }
+    Ok(if length.is_none() && !chunked {
+        Written::Cut
+    } else {
+        Written::Complete
+    })
+}
+
+/// The status line and header fields, with the framing and connection fields the
+/// connection chose in place of any the app set.
+fn response_head(
+    parts: &http::response::Parts,
+    framing: Option<&[u8]>,
+    connection: Option<&[u8]>,
+) -> Vec<u8> {
+    let mut head = Vec::with_capacity(256);
+    let status = parts.status;
+    let reason = status.canonical_reason().unwrap_or("");
+    let _ = write!(head, "HTTP/1.1 {} {reason}\r\n", status.as_u16());
+    for (name, value) in &parts.headers {
+        if name == header::CONNECTION
+            || name == header::TRANSFER_ENCODING
+            || name == header::CONTENT_LENGTH
+        {
+            continue;
+        }
+        put_header(&mut head, name.as_str().as_bytes(), value.as_bytes());
+    }
+    if !parts.headers.contains_key(header::DATE) {
+        let date = httpdate::fmt_http_date(std::time::SystemTime::now());
+        put_header(&mut head, b"date", date.as_bytes());
+    }
+    for line in [framing, connection].into_iter().flatten() {
+        head.extend_from_slice(line);
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(b"\r\n");
+    head
+}
+
+fn put_header(head: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    head.extend_from_slice(name);
+    head.extend_from_slice(b": ");
+    head.extend_from_slice(value);
+    head.extend_from_slice(b"\r\n");
+}
+
+/// Resolves when the client closed its side (`true`) or sent more bytes (`false`), without
+/// consuming them.
+async fn client_left(tcp: &TcpStream) -> bool {
+    let mut probe = [0u8; 1];
+    !matches!(tcp.peek(&mut probe).await, Ok(n) if n > 0)
+}
+
+/// Closes after a response that left part of its request body unread: reads and drops what
+/// the client still sends for a moment, so that the close does not reset the connection
+/// before the client has read the response.
+async fn linger(tcp: &mut TcpStream) {
+    if tcp.shutdown().await.is_err() {
+        return;
+    }
+    let mut sink = vec![0u8; 4096];
+    let mut read = 0;
+    let _ = tokio::time::timeout(LINGER, async {
+        while read < LINGER_BYTES {
+            match tcp.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => read += n,
+            }
+        }
+    })
+    .await;
+}
+
+/// Answers a request the connection cannot pass on, in the gateway's JSON error shape.
+async fn write_refusal(tcp: &mut TcpStream, refusal: &Refusal) -> io::Result<()> {
+    let kind = match refusal.status {
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => "headers_too_large",
+        StatusCode::NOT_IMPLEMENTED => "not_implemented",
+        StatusCode::REQUEST_TIMEOUT => "request_timeout",
+        StatusCode::HTTP_VERSION_NOT_SUPPORTED => "version_not_supported",
+        _ => "invalid_request",
+    };
+    let body =
+        serde_json::json!({ "error": { "type": kind, "message": refusal.message } }).to_string();
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = refusal.status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    write_response(tcp, response, Version::HTTP_11, false, true).await?;
+    tcp.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::routing::{get, post};
+    use std::net::SocketAddr;
+    use tokio::net::TcpListener;
+
+    /// A gateway-like app: echo, a stream of frames released by the test, a refusal that
+    /// does not read its body.
+    fn app(
+        frames: Option<mpsc::Receiver<&'static str>>,
+        dropped: Option<tokio::sync::oneshot::Sender<()>>,
+    ) -> Router {
+        let frames = std::sync::Arc::new(std::sync::Mutex::new(frames));
+        let dropped = std::sync::Arc::new(std::sync::Mutex::new(dropped));
+        Router::new()
+            .route("/echo", post(|body: Bytes| async move { body }))
+            .route("/hello", get(|| async { "hello" }))
+            .route(
+                "/refuse",
+                post(|| async { (StatusCode::UNAUTHORIZED, "no") }),
+            )
+            .route(
+                "/stream",
+                get(move || {
+                    let rx = frames.lock().unwrap().take().expect("one stream");
+                    let guard = dropped.lock().unwrap().take();
+                    async move {
+                        let stream =
+                            futures::stream::unfold((rx, guard), |(mut rx, g)| async move {
+                                let f = rx.recv().await?;
+                                Some((Ok::<_, io::Error>(Bytes::from(f)), (rx, g)))
+                            });
+                        Body::from_stream(stream)
+                    }
+                }),
+            )
+    }
+
+    async fn start(app: Router) -> (SocketAddr, watch::Sender<bool>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop_tx, stop_rx) = watch::channel(false);
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                tokio::spawn(serve(tcp, app.clone(), stop_rx.clone()));
+            }
+        });
+        (addr, stop_tx)
+    }
+
+    /// One response as a client reads it: status, lower-cased head, body.
+    struct Reply {
+        status: u16,
+        head: String,
+        body: Vec<u8>,
+    }
+
+    /// Reads one response from `tcp` (bytes past it stay in `pending`).
+    async fn reply(tcp: &mut TcpStream, pending: &mut Vec<u8>) -> Reply {
+        loop {
+            let mut fields = [httparse::EMPTY_HEADER; 32];
+            let mut r = httparse::Response::new(&mut fields);
+            if let httparse::Status::Complete(n) = r.parse(pending).unwrap() {
+                let status = r.code.unwrap();
+                let head = String::from_utf8_lossy(&pending[..n]).to_lowercase();
+                pending.drain(..n);
+                let body = if status == 100 {
+                    Vec::new()
+                } else if head.contains("transfer-encoding: chunked") {
+                    let mut body = Vec::new();
+                    loop {
+                        while find_crlf(pending).is_none() {
+                            more(tcp, pending).await;
+                        }
+                        let end = find_crlf(pending).unwrap();
+                        let size = usize::from_str_radix(
+                            std::str::from_utf8(&pending[..end]).unwrap(),
+                            16,
+                        )
+                        .unwrap();
+                        while pending.len() < end + 2 + size + 2 {
+                            more(tcp, pending).await;
+                        }
+                        body.extend_from_slice(&pending[end + 2..end + 2 + size]);
+                        pending.drain(..end + 2 + size + 2);
+                        if size == 0 {
+                            break body;
+                        }
+                    }
+                } else if let Some(at) = head.find("content-length: ") {
+                    let len: usize = head[at + 16..]
+                        .split("\r\n")
+                        .next()
+                        .unwrap()
+                        .parse()
+                        .unwrap();
+                    while pending.len() < len {
+                        more(tcp, pending).await;
+                    }
+                    pending.drain(..len).collect()
+                } else {
+                    while tcp.read_buf(pending).await.unwrap() > 0 {}
+                    std::mem::take(pending)
+                };
+                return Reply { status, head, body };
+            }
+            more(tcp, pending).await;
+        }
+    }
+
+    async fn more(tcp: &mut TcpStream, pending: &mut Vec<u8>) {
+        let n = tokio::time::timeout(Duration::from_secs(10), tcp.read_buf(pending))
+            .await
+            .expect("the server answers")
+            .unwrap();
+        assert!(
+            n > 0,
+            "connection closed early: {:?}",
+            String::from_utf8_lossy(pending)
+        );
+    }
+
+    async fn closed(tcp: &mut TcpStream) -> bool {
+        let mut b = [0u8; 1];
+        matches!(
+            tokio::time::timeout(Duration::from_secs(10), tcp.read(&mut b)).await,
+            Ok(Ok(0)) | Ok(Err(_))
+        )
+    }
+
+    #[tokio::test]
+    async fn keep_alive_pipelining_and_chunked_bodies_on_one_connection() {
+        let (addr, _stop) = start(app(None, None)).await;
+        let mut tcp = TcpStream::connect(addr).await.unwrap();
+        let mut pending = Vec::new();
+        // Two requests in one write, the first with a length, the second chunked (with a
+        // chunk extension and a trailer), then a third after the answers.
+        tcp.write_all(
+            b"POST /echo HTTP/1.1\r\nhost: x\r\ncontent-length: 5\r\n\r\nhello\
+              POST /echo HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n\
+              3;ext=1\r\nabc\r\n0A\r\n0123456789\r\n0\r\nx-trailer: t\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let a = reply(&mut tcp, &mut pending).await;
+        assert_eq!((a.status, a.body.as_slice()), (200, &b"hello"[..]));
+        assert!(a.head.contains("content-length: 5") && a.head.contains("date: "));
+        let b = reply(&mut tcp, &mut pending).await;
+        assert_eq!(b.body, b"abc0123456789");
+        tcp.write_all(b"GET /hello HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let c = reply(&mut tcp, &mut pending).await;
+        assert_eq!(c.body, b"hello");
+        assert!(!c.head.contains("connection: close"));
+
+        // A body split across writes and an Expect: 100-continue.
+        tcp.write_all(
+            b"POST /echo HTTP/1.1\r\nhost: x\r\nexpect: 100-continue\r\ncontent-length: 6\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        let go = reply(&mut tcp, &mut pending).await;
+        assert_eq!(go.status, 100);
+        tcp.write_all(b"abc").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        tcp.write_all(b"def").await.unwrap();
+        assert_eq!(reply(&mut tcp, &mut pending).await.body, b"abcdef");
+
+        // An answer that leaves its (already received) body unread keeps the connection.
+        tcp.write_all(b"POST /refuse HTTP/1.1\r\nhost: x\r\ncontent-length: 4\r\n\r\nbody")
+            .await
+            .unwrap();
+        assert_eq!(reply(&mut tcp, &mut pending).await.status, 401);
+        tcp.write_all(b"GET /hello HTTP/1.1\r\nconnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let last = reply(&mut tcp, &mut pending).await;
+        assert!(last.head.contains("connection: close"));
+        assert!(closed(&mut tcp).await);
+    }
+
+    #[tokio::test]
+    async fn a_body_past_the_apps_limit_gets_its_413_not_a_reset() {
+        let app = Router::new()
+            .route("/echo", post(|body: Bytes| async move { body }))
+            .layer(axum::extract::DefaultBodyLimit::max(1024));
+        let (addr, _stop) = start(app).await;
+        let client = reqwest::Client::new();
+        for size in [2048, 8 << 20] {
+            let response = client
+                .post(format!("http://{addr}/echo"))
+                .body(vec![b'x'; size])
+                .send()
+                .await
+                .expect("the client reads the answer");
+            assert_eq!(response.status(), 413, "{size} bytes");
+        }
+        let ok = client
+            .post(format!("http://{addr}/echo"))
+            .body("small")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(ok.text().await.unwrap(), "small");
+    }
+
+    #[tokio::test]
+    async fn ambiguous_or_oversized_requests_are_refused_with_json_and_closed() {
+        let (addr, _stop) = start(app(None, None)).await;
+        let big = format!(
+            "GET /hello HTTP/1.1\r\nx-big: {}\r\n\r\n",
+            "a".repeat(MAX_HEAD)
+        );
+        let cases: [(&[u8], u16); 6] = [
+            (
+                b"POST /echo HTTP/1.1\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n",
+                400,
+            ),
+            (
+                b"POST /echo HTTP/1.1\r\ncontent-length: 3\r\ncontent-length: 4\r\n\r\nabcd",
+                400,
+            ),
+            (b"POST /echo HTTP/1.1\r\ncontent-length: +3\r\n\r\nabc", 400),
+            (
+                b"POST /echo HTTP/1.1\r\ntransfer-encoding: gzip, chunked\r\n\r\n",
+                501,
+            ),
+            (b"GET /hello HTTP/1.1\r\nbad header\r\n\r\n", 400),
+            (big.as_bytes(), 431),
+        ];
+        for (request, status) in cases {
+            let mut tcp = TcpStream::connect(addr).await.unwrap();
+            tcp.write_all(request).await.unwrap();
+            let mut pending = Vec::new();
+            let r = reply(&mut tcp, &mut pending).await;
+            assert_eq!(
+                r.status,
+                status,
+                "{}",
+                String::from_utf8_lossy(&request[..40])
+            );
+            let json: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+            assert!(json["error"]["message"].is_string());
+            assert!(closed(&mut tcp).await);
+        }
+        // A chunked body that breaks mid-way reaches the app as an error; the connection closes.
+        let mut tcp = TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(b"POST /echo HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n")
+            .await
+            .unwrap();
+        let mut pending = Vec::new();
+        assert_eq!(reply(&mut tcp, &mut pending).await.status, 400);
+        assert!(closed(&mut tcp).await);
+    }
+
+    #[tokio::test]
+    async fn a_stream_goes_out_frame_by_frame_and_ends_when_the_client_leaves() {
+        let (frames_tx, frames_rx) = mpsc::channel(4);
+        let (dropped_tx, dropped_rx) = tokio::sync::oneshot::channel();
+        let (addr, _stop) = start(app(Some(frames_rx), Some(dropped_tx))).await;
+        let mut tcp = TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(b"GET /stream HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut pending = Vec::new();
+        while find_crlf(&pending).is_none() || !pending.windows(4).any(|w| w == b"\r\n\r\n") {
+            more(&mut tcp, &mut pending).await;
+        }
+        let head = String::from_utf8_lossy(&pending).to_lowercase();
+        assert!(
+            head.starts_with("http/1.1 200") && head.contains("transfer-encoding: chunked"),
+            "{head}"
+        );
+        frames_tx.send("data: 1\n\n").await.unwrap();
+        while !pending.windows(9).any(|w| w == b"data: 1\n\n") {
+            more(&mut tcp, &mut pending).await;
+        }
+        // The client goes away while the stream is quiet: the body is dropped at once.
+        drop(tcp);
+        tokio::time::timeout(Duration::from_secs(5), dropped_rx)
+            .await
+            .expect("the response body is dropped when the client leaves")
+            .unwrap_err();
+    }
+
+    #[tokio::test]
+    async fn http_1_0_streams_end_by_closing_and_head_has_no_body() {
+        let (frames_tx, frames_rx) = mpsc::channel(4);
+        let (addr, _stop) = start(app(Some(frames_rx), None)).await;
+        let mut tcp = TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(b"GET /stream HTTP/1.0\r\n\r\n")
+            .await
+            .unwrap();
+        frames_tx.send("a").await.unwrap();
+        frames_tx.send("b").await.unwrap();
+        drop(frames_tx);
+        let mut pending = Vec::new();
+        let r = reply(&mut tcp, &mut pending).await;
+        assert!(r.head.contains("connection: close") && !r.head.contains("chunked"));
+        assert_eq!(r.body, b"ab");
+
+        let mut tcp = TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(b"HEAD /hello HTTP/1.1\r\n\r\nGET /hello HTTP/1.1\r\n\r\n")
+            .await
+            .unwrap();
+        let mut all = Vec::new();
+        let mut pending = Vec::new();
+        // The HEAD answer carries the length of the GET one but no body: the next bytes are
+        // the GET's status line.
+        while all.windows(5).filter(|w| w == b"HTTP/").count() < 2 || !all.ends_with(b"hello") {
+            more(&mut tcp, &mut pending).await;
+            all.append(&mut pending);
+        }
+        let text = String::from_utf8_lossy(&all).to_lowercase();
+        let head_reply = text.split("http/1.1").nth(1).unwrap();
+        assert!(
+            head_reply.contains("content-length: 5") && head_reply.ends_with("\r\n\r\n"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn stopping_closes_idle_connections_and_lets_a_busy_one_finish() {
+        let (frames_tx, frames_rx) = mpsc::channel(4);
+        let (addr, stop) = start(app(Some(frames_rx), None)).await;
+        let mut idle = TcpStream::connect(addr).await.unwrap();
+        let mut pending = Vec::new();
+        idle.write_all(b"GET /hello HTTP/1.1\r\n\r\n")
+            .await
+            .unwrap();
+        reply(&mut idle, &mut pending).await;
+        let mut busy = TcpStream::connect(addr).await.unwrap();
+        busy.write_all(b"GET /stream HTTP/1.1\r\n\r\n")
+            .await
+            .unwrap();
+        frames_tx.send("x").await.unwrap();
+        let mut busy_pending = Vec::new();
+        while !busy_pending.windows(3).any(|w| w == b"\r\nx") {
+            more(&mut busy, &mut busy_pending).await;
+        }
+        stop.send(true).unwrap();
+        assert!(closed(&mut idle).await, "an idle connection closes");
+        frames_tx.send("y").await.unwrap();
+        drop(frames_tx);
+        let r = reply(&mut busy, &mut busy_pending).await;
+        assert_eq!(r.body, b"xy");
+        assert!(
+            closed(&mut busy).await,
+            "a busy connection closes after its response"
+        );
+    }
+}
