@@ -66,14 +66,12 @@ pub async fn drive(
         otel.status_code = tracing::field::Empty,
         error.type = tracing::field::Empty,
     );
-    // Each loop is boxed: the run's task then holds only the loop it runs, and only once (an
-    // async fn keeps a future it moves into a wrapper such as `Instrumented` twice).
     let report = if agent.kind.is_flow() {
-        Box::pin(flow::run(agent, input, emitter, cancel, store))
+        flow::run(agent, input, emitter, cancel, store)
             .instrument(span.clone())
             .await
     } else {
-        Box::pin(react::run(agent, input, emitter, cancel, store))
+        react::run(agent, input, emitter, cancel, store)
             .instrument(span.clone())
             .await
     };

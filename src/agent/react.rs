@@ -602,9 +602,8 @@ impl Run<'_> {
             otel.status_code = tracing::field::Empty,
             error.type = tracing::field::Empty,
         );
-        // Boxed: moved into `Instrumented`, the call would be kept twice in the run's state.
         let turn = tracing::Instrument::instrument(
-            Box::pin(self.model_turn_streamed(request, started, &mut first_event)),
+            self.model_turn_streamed(request, started, &mut first_event),
             span.clone(),
         )
         .await;

@@ -232,14 +232,15 @@ pub(crate) async fn start(
                         let log = state.event_log.start(record, keep).await;
                         emitter = emitter.with_log(log, state.settings.detach_on_disconnect);
                         let report = {
-                            let drive = crate::agent::drive(
+                            // Pinned where it is made: moved into a pinned slot, the loop's
+                            // future would take its room in this task twice.
+                            let mut drive = std::pin::pin!(crate::agent::drive(
                                 &agent,
                                 &input,
                                 &mut emitter,
                                 cancel.clone(),
                                 Some(Arc::clone(&state.store)),
-                            );
-                            tokio::pin!(drive);
+                            ));
                             // The wall-clock limit cancels the run, which then ends as usual (its
                             // RUN_ERROR says RUN_TIMEOUT); no timer task per run.
                             tokio::select! {
