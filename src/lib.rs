@@ -4,6 +4,8 @@
 //! tools, and streams verified AG-UI events back over SSE.
 //!
 //! Map of the modules, in the order a request meets them:
+//! - `listen`: the accept loop; tells HTTP/2 (served by hyper) from HTTP/1.x by a peek.
+//! - `http1`: HTTP/1.x connections, served without per-connection buffers.
 //! - [`api`]: axum handlers (`/agents/{id}/agui`, `/healthz`, `/agents`) and [`api::ApiError`].
 //! - [`protocol`]: the AG-UI wire format: events, input, SSE framing, the verifier.
 //! - [`runs`]: the registry of active runs (one per thread) and the [`runs::Emitter`] every
