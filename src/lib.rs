@@ -5,7 +5,8 @@
 //!
 //! Map of the modules, in the order a request meets them:
 //! - `listen`: the accept loop; tells HTTP/2 (served by hyper) from HTTP/1.x by a peek.
-//! - `http1`: HTTP/1.x connections, served without per-connection buffers.
+//! - [`http1`]: HTTP/1.x requests parsed, and connections served without per-connection
+//!   buffers.
 //! - [`api`]: axum handlers (`/agents/{id}/agui`, `/healthz`, `/agents`) and [`api::ApiError`].
 //! - [`protocol`]: the AG-UI wire format: events, input, SSE framing, the verifier.
 //! - [`runs`]: the registry of active runs (one per thread) and the [`runs::Emitter`] every
@@ -32,6 +33,7 @@ pub mod config;
 #[cfg(feature = "server")]
 pub mod connector;
 pub mod conversation;
+pub mod http1;
 #[cfg(feature = "server")]
 pub mod metrics;
 pub mod model;
@@ -47,8 +49,6 @@ pub mod tools;
 
 #[cfg(feature = "server")]
 mod app;
-#[cfg(feature = "server")]
-mod http1;
 #[cfg(feature = "server")]
 mod listen;
 #[cfg(feature = "server")]

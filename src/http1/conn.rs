@@ -23,8 +23,8 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use bytes::{Buf, Bytes, BytesMut};
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Method, Request, Response, StatusCode, Uri, Version};
+use http::header::{self, HeaderValue};
+use http::{Method, Request, Response, StatusCode, Version};
 use http_body::{Frame, SizeHint};
 use http_body_util::BodyExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -32,12 +32,8 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tower::ServiceExt;
 
-/// The largest request head (request line and headers) accepted.
-const MAX_HEAD: usize = 16 * 1024;
-/// The most header fields in a request head.
-const MAX_HEADERS: usize = 100;
-/// The longest chunk-size line (with extensions) of a chunked request body.
-const MAX_CHUNK_LINE: usize = 1024;
+use super::parse::{BodyDecoder, Framing, Head, MAX_HEAD, Refusal, parse_head, refuse};
+
 /// How long a request head (once it has begun) or a pause in a request body may take.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a kept-alive connection may wait for its next request.
@@ -106,35 +102,6 @@ pub(crate) async fn serve(mut tcp: TcpStream, app: Router, mut stop: watch::Rece
     }
 }
 
-/// A parsed request head and what came with it.
-struct Head {
-    request: Request<()>,
-    body: Framing,
-    /// Bytes read past the head: the start of the body, or of pipelined requests.
-    rest: Bytes,
-    keep_alive: bool,
-    expect_continue: bool,
-}
-
-/// How a request's body is delimited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Framing {
-    Empty,
-    Length(u64),
-    Chunked,
-}
-
-/// A request the connection answers itself, then closes.
-#[derive(Debug)]
-struct Refusal {
-    status: StatusCode,
-    message: &'static str,
-}
-
-fn refuse(status: StatusCode, message: &'static str) -> Refusal {
-    Refusal { status, message }
-}
-
 /// Reads the next request head. `None`: the client closed the connection, it stayed idle too
 /// long, or the gateway is stopping.
 async fn read_head(
@@ -192,129 +159,6 @@ async fn read_head(
     }
 }
 
-/// Parses a complete head at the start of `buf`; `None` while it is incomplete.
-fn parse_head(buf: &BytesMut) -> Result<Option<Head>, Refusal> {
-    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut parsed = httparse::Request::new(&mut fields);
-    let len = match parsed.parse(&buf[..]) {
-        Ok(httparse::Status::Complete(len)) => len,
-        Ok(httparse::Status::Partial) => return Ok(None),
-        Err(httparse::Error::TooManyHeaders) => {
-            return Err(refuse(
-                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-                "The request has too many header fields.",
-            ));
-        }
-        Err(httparse::Error::Version) => {
-            return Err(refuse(
-                StatusCode::HTTP_VERSION_NOT_SUPPORTED,
-                "Only HTTP/1.0, HTTP/1.1 and HTTP/2 are served.",
-            ));
-        }
-        Err(_) => return Err(bad("The request head is malformed.")),
-    };
-    let method = Method::from_bytes(parsed.method.unwrap_or_default().as_bytes())
-        .map_err(|_| bad("The request method is malformed."))?;
-    let uri: Uri = parsed
-        .path
-        .unwrap_or_default()
-        .parse()
-        .map_err(|_| bad("The request target is malformed."))?;
-    let version = if parsed.version == Some(0) {
-        Version::HTTP_10
-    } else {
-        Version::HTTP_11
-    };
-    let mut headers = HeaderMap::with_capacity(parsed.headers.len());
-    for field in parsed.headers.iter() {
-        let name = HeaderName::from_bytes(field.name.as_bytes())
-            .map_err(|_| bad("A header field name is malformed."))?;
-        let value = HeaderValue::from_bytes(field.value)
-            .map_err(|_| bad("A header field value is malformed."))?;
-        headers.append(name, value);
-    }
-    let body = framing(&headers, version)?;
-    let keep_alive = match version {
-        Version::HTTP_10 => has_token(&headers, header::CONNECTION, "keep-alive"),
-        _ => !has_token(&headers, header::CONNECTION, "close"),
-    };
-    let expect_continue = version == Version::HTTP_11
-        && body != Framing::Empty
-        && has_token(&headers, header::EXPECT, "100-continue");
-    let mut request = Request::new(());
-    *request.method_mut() = method;
-    *request.uri_mut() = uri;
-    *request.version_mut() = version;
-    *request.headers_mut() = headers;
-    // Whatever follows the head is copied out, so the head's buffer is freed now.
-    let rest = Bytes::copy_from_slice(&buf[len..]);
-    Ok(Some(Head {
-        request,
-        body,
-        rest,
-        keep_alive,
-        expect_continue,
-    }))
-}
-
-fn bad(message: &'static str) -> Refusal {
-    refuse(StatusCode::BAD_REQUEST, message)
-}
-
-/// How the body is delimited (RFC 9112, section 6.3), refusing every ambiguous case.
-fn framing(headers: &HeaderMap, version: Version) -> Result<Framing, Refusal> {
-    let encodings: Vec<&HeaderValue> = headers.get_all(header::TRANSFER_ENCODING).iter().collect();
-    if !encodings.is_empty() {
-        if headers.contains_key(header::CONTENT_LENGTH) {
-            return Err(bad(
-                "A request may not have both Content-Length and Transfer-Encoding.",
-            ));
-        }
-        if version == Version::HTTP_10 {
-            return Err(bad("Transfer-Encoding is not allowed in HTTP/1.0."));
-        }
-        let mut codings = encodings
-            .iter()
-            .flat_map(|v| v.as_bytes().split(|b| *b == b','))
-            .map(<[u8]>::trim_ascii)
-            .filter(|c| !c.is_empty());
-        return match (codings.next(), codings.next()) {
-            (Some(c), None) if c.eq_ignore_ascii_case(b"chunked") => Ok(Framing::Chunked),
-            _ => Err(refuse(
-                StatusCode::NOT_IMPLEMENTED,
-                "Only the chunked transfer coding is accepted.",
-            )),
-        };
-    }
-    let mut length = None;
-    for value in headers.get_all(header::CONTENT_LENGTH) {
-        for part in value.as_bytes().split(|b| *b == b',') {
-            let part = part.trim_ascii();
-            let n = (!part.is_empty() && part.len() <= 19 && part.iter().all(u8::is_ascii_digit))
-                .then(|| std::str::from_utf8(part).ok()?.parse::<u64>().ok())
-                .flatten()
-                .ok_or_else(|| bad("Content-Length is malformed."))?;
-            if length.is_some_and(|l| l != n) {
-                return Err(bad("The request has differing Content-Length values."));
-            }
-            length = Some(n);
-        }
-    }
-    Ok(match length {
-        None | Some(0) => Framing::Empty,
-        Some(n) => Framing::Length(n),
-    })
-}
-
-/// Whether a comma-separated header lists `token` (case-insensitive).
-fn has_token(headers: &HeaderMap, name: HeaderName, token: &str) -> bool {
-    headers.get_all(name).iter().any(|v| {
-        v.as_bytes()
-            .split(|b| *b == b',')
-            .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
-    })
-}
-
 /// Gives the request its body: empty, or fed from the connection as the app reads it.
 fn attach_body(
     request: Request<()>,
@@ -333,13 +177,9 @@ fn attach_body(
     let body = Incoming { rx, remaining };
     let feed = Feed {
         tx: Some(tx),
-        decoder: match framing {
-            Framing::Length(n) => Decoder::Length(n),
-            _ => Decoder::Chunked(Chunk::Size),
-        },
+        decoder: BodyDecoder::new(framing),
         buf: BytesMut::from(&rest[..]),
         expect_continue,
-        trailer_bytes: 0,
     };
     (request.map(|()| Body::new(body)), feed)
 }
@@ -380,26 +220,10 @@ impl http_body::Body for Incoming {
 struct Feed {
     /// `None` once the body is complete or abandoned.
     tx: Option<mpsc::Sender<io::Result<Bytes>>>,
-    decoder: Decoder,
+    decoder: BodyDecoder,
     /// Bytes read from the socket and not yet decoded.
     buf: BytesMut,
     expect_continue: bool,
-    trailer_bytes: usize,
-}
-
-enum Decoder {
-    Length(u64),
-    Chunked(Chunk),
-}
-
-/// Where a chunked body's decoder is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Chunk {
-    Size,
-    Data(u64),
-    DataEnd,
-    Trailers,
-    Done,
 }
 
 /// The body cannot be read on: malformed, cut short or too slow (the app has been told), or
@@ -410,10 +234,9 @@ impl Feed {
     fn done(rest: Bytes) -> Feed {
         Feed {
             tx: None,
-            decoder: Decoder::Length(0),
+            decoder: BodyDecoder::new(Framing::Empty),
             buf: BytesMut::from(&rest[..]),
             expect_continue: false,
-            trailer_bytes: 0,
         }
     }
 
@@ -423,10 +246,7 @@ impl Feed {
 
     /// Whether the whole body was read (so the connection can carry another request).
     fn is_complete(&self) -> bool {
-        match self.decoder {
-            Decoder::Length(n) => n == 0,
-            Decoder::Chunked(c) => c == Chunk::Done,
-        }
+        self.decoder.is_complete()
     }
 
     fn close(&mut self) {
@@ -464,7 +284,7 @@ impl Feed {
     /// The next piece of body, read from the socket if none is buffered; `None` at its end.
     async fn next_piece(&mut self, tcp: &mut TcpStream) -> io::Result<Option<Bytes>> {
         loop {
-            match self.decode() {
+            match self.decoder.decode(&mut self.buf) {
                 Ok(Some(data)) => return Ok(Some(data)),
                 Ok(None) if self.is_complete() => return Ok(None),
                 Ok(None) => {}
@@ -498,111 +318,8 @@ impl Feed {
     /// answered without reading its (small) body does not cost the connection.
     fn skip_buffered(&mut self) {
         self.tx = None;
-        while let Ok(Some(_)) = self.decode() {}
+        while let Ok(Some(_)) = self.decoder.decode(&mut self.buf) {}
     }
-
-    /// The next piece of body in `buf`, if any has arrived.
-    fn decode(&mut self) -> Result<Option<Bytes>, &'static str> {
-        match &mut self.decoder {
-            Decoder::Length(left) => {
-                let take = (*left).min(self.buf.len() as u64) as usize;
-                if take == 0 {
-                    return Ok(None);
-                }
-                *left -= take as u64;
-                Ok(Some(self.buf.split_to(take).freeze()))
-            }
-            Decoder::Chunked(state) => {
-                decode_chunked(state, &mut self.buf, &mut self.trailer_bytes)
-            }
-        }
-    }
-}
-
-/// Steps a chunked body's decoder over `buf` (RFC 9112, section 7.1): the next data, or
-/// `None` when more bytes are needed or the body is done.
-fn decode_chunked(
-    state: &mut Chunk,
-    buf: &mut BytesMut,
-    trailer_bytes: &mut usize,
-) -> Result<Option<Bytes>, &'static str> {
-    loop {
-        match *state {
-            Chunk::Size => {
-                let Some(end) = find_crlf(buf) else {
-                    return if buf.len() > MAX_CHUNK_LINE {
-                        Err("chunk size line too long")
-                    } else {
-                        Ok(None)
-                    };
-                };
-                let line = buf.split_to(end + 2);
-                let digits = line[..end]
-                    .split(|b| *b == b';')
-                    .next()
-                    .unwrap_or_default()
-                    .trim_ascii_end();
-                if digits.is_empty()
-                    || digits.len() > 16
-                    || !digits.iter().all(u8::is_ascii_hexdigit)
-                {
-                    return Err("malformed chunk size");
-                }
-                let size = digits.iter().fold(0u64, |n, d| {
-                    n << 4 | u64::from((*d as char).to_digit(16).unwrap_or(0))
-                });
-                *state = if size == 0 {
-                    Chunk::Trailers
-                } else {
-                    Chunk::Data(size)
-                };
-            }
-            Chunk::Data(left) => {
-                if buf.is_empty() {
-                    return Ok(None);
-                }
-                let take = left.min(buf.len() as u64) as usize;
-                *state = if take as u64 == left {
-                    Chunk::DataEnd
-                } else {
-                    Chunk::Data(left - take as u64)
-                };
-                return Ok(Some(buf.split_to(take).freeze()));
-            }
-            Chunk::DataEnd => {
-                if buf.len() < 2 {
-                    return Ok(None);
-                }
-                if &buf[..2] != b"\r\n" {
-                    return Err("chunk data not followed by CRLF");
-                }
-                buf.advance(2);
-                *state = Chunk::Size;
-            }
-            Chunk::Trailers => {
-                let Some(end) = find_crlf(buf) else {
-                    return if *trailer_bytes + buf.len() > MAX_HEAD {
-                        Err("trailer section too large")
-                    } else {
-                        Ok(None)
-                    };
-                };
-                *trailer_bytes += end + 2;
-                if *trailer_bytes > MAX_HEAD {
-                    return Err("trailer section too large");
-                }
-                buf.advance(end + 2);
-                if end == 0 {
-                    *state = Chunk::Done;
-                }
-            }
-            Chunk::Done => return Ok(None),
-        }
-    }
-}
-
-fn find_crlf(buf: &[u8]) -> Option<usize> {
-    buf.windows(2).position(|w| w == b"\r\n")
 }
 
 /// How a response went out.
@@ -814,6 +531,7 @@ async fn write_refusal(tcp: &mut TcpStream, refusal: &Refusal) -> io::Result<()>
 
 #[cfg(test)]
 mod tests {
+    use super::super::parse::find_crlf;
     use super::*;
     use axum::routing::{get, post};
     use std::net::SocketAddr;
