@@ -69,16 +69,19 @@ pub(crate) async fn serve(mut tcp: TcpStream, app: Router, mut stop: watch::Rece
         let response = {
             // Boxed: once it has answered, the app's future leaves nothing in this task.
             let mut call = Box::pin(app.clone().oneshot(request));
+            let mut watch_client = true;
             loop {
                 tokio::select! {
                     biased;
                     response = &mut call => break response,
-                    fed = feed.step(&mut tcp), if feed.is_open() => {
-                        if fed.is_err() {
-                            // The body broke (the app was told) or the client is gone.
-                            feed.close();
-                        }
-                    }
+                    side = meanwhile(&mut feed, &mut tcp, watch_client) => match side {
+                        // The body broke (the app was told) or the client is gone.
+                        Meanwhile::Fed(Err(Broken)) => feed.close(),
+                        Meanwhile::Fed(Ok(())) => {}
+                        // Gone before the answer: dropping the call cancels it.
+                        Meanwhile::ClientLeft(true) => return,
+                        Meanwhile::ClientLeft(false) => watch_client = false,
+                    },
                 }
             }
         };
@@ -99,6 +102,25 @@ pub(crate) async fn serve(mut tcp: TcpStream, app: Router, mut stop: watch::Rece
                 return;
             }
         }
+    }
+}
+
+/// What happened on the connection while the app worked on a request.
+enum Meanwhile {
+    /// A piece of request body went to the app (or could not).
+    Fed(Result<(), Broken>),
+    /// The client closed the connection (`true`) or sent more (a pipelined request).
+    ClientLeft(bool),
+}
+
+/// Feeds the request body while the app wants it; then watches for the client leaving.
+async fn meanwhile(feed: &mut Feed, tcp: &mut TcpStream, watch_client: bool) -> Meanwhile {
+    if feed.is_open() {
+        Meanwhile::Fed(feed.step(tcp).await)
+    } else if watch_client {
+        Meanwhile::ClientLeft(client_left(tcp).await)
+    } else {
+        std::future::pending().await
     }
 }
 
@@ -552,6 +574,17 @@ mod tests {
                 "/refuse",
                 post(|| async { (StatusCode::UNAUTHORIZED, "no") }),
             )
+            .route("/slow", {
+                let dropped = dropped.clone();
+                get(move || {
+                    let guard = dropped.lock().unwrap().take();
+                    async move {
+                        let _guard = guard;
+                        tokio::time::sleep(Duration::from_secs(60)).await;
+                        "late"
+                    }
+                })
+            })
             .route(
                 "/stream",
                 get(move || {
@@ -814,6 +847,20 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(5), dropped_rx)
             .await
             .expect("the response body is dropped when the client leaves")
+            .unwrap_err();
+    }
+
+    #[tokio::test]
+    async fn a_client_leaving_before_the_answer_cancels_the_call() {
+        let (dropped_tx, dropped_rx) = tokio::sync::oneshot::channel();
+        let (addr, _stop) = start(app(None, Some(dropped_tx))).await;
+        let mut tcp = TcpStream::connect(addr).await.unwrap();
+        tcp.write_all(b"GET /slow HTTP/1.1\r\n\r\n").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        drop(tcp);
+        tokio::time::timeout(Duration::from_secs(5), dropped_rx)
+            .await
+            .expect("the app's future is dropped when the client leaves")
             .unwrap_err();
     }
 
