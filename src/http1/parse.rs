@@ -6,8 +6,9 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, StatusCode, Uri, Version};
 
-/// The largest request head (request line and headers) accepted.
-pub const MAX_HEAD: usize = 16 * 1024;
+/// The largest request head (request line and headers) accepted: room for large cookies
+/// (nginx allows 32 KiB; hyper about 400 KiB). Only held while a head is read.
+pub const MAX_HEAD: usize = 64 * 1024;
 /// The most header fields in a request head.
 pub const MAX_HEADERS: usize = 100;
 /// The longest chunk-size line (with extensions) of a chunked request body.
