@@ -279,12 +279,16 @@ pub async fn wait_no_runs(gw: &Gateway) {
 /// The PostgreSQL database of the suite (`AGUI_TEST_PG`, which CI sets). Unset outside CI,
 /// `what` is said to be untested and `None` comes back; unset in CI is a failure.
 pub fn test_pg(what: &str) -> Option<String> {
-    match std::env::var("AGUI_TEST_PG") {
-        Ok(url) => Some(url),
-        Err(_) if std::env::var_os("CI").is_some() => {
+    // Set but empty counts as unset.
+    match std::env::var("AGUI_TEST_PG")
+        .ok()
+        .filter(|url| !url.is_empty())
+    {
+        Some(url) => Some(url),
+        None if std::env::var_os("CI").is_some() => {
             panic!("CI must set AGUI_TEST_PG: PostgreSQL is part of the suite")
         }
-        Err(_) => {
+        None => {
             eprintln!("\n*** AGUI_TEST_PG is unset: {what} is NOT tested in this run ***\n");
             None
         }
