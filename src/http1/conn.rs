@@ -686,6 +686,15 @@ mod tests {
         );
     }
 
+    /// Closes the connection; the app's future or body (holding the sender) must drop soon.
+    async fn leave_and_see_dropped(tcp: TcpStream, dropped: tokio::sync::oneshot::Receiver<()>) {
+        drop(tcp);
+        tokio::time::timeout(Duration::from_secs(5), dropped)
+            .await
+            .expect("what the app was doing for the client is dropped when it leaves")
+            .unwrap_err();
+    }
+
     async fn closed(tcp: &mut TcpStream) -> bool {
         let mut b = [0u8; 1];
         matches!(
@@ -843,11 +852,7 @@ mod tests {
             more(&mut tcp, &mut pending).await;
         }
         // The client goes away while the stream is quiet: the body is dropped at once.
-        drop(tcp);
-        tokio::time::timeout(Duration::from_secs(5), dropped_rx)
-            .await
-            .expect("the response body is dropped when the client leaves")
-            .unwrap_err();
+        leave_and_see_dropped(tcp, dropped_rx).await;
     }
 
     #[tokio::test]
@@ -857,11 +862,7 @@ mod tests {
         let mut tcp = TcpStream::connect(addr).await.unwrap();
         tcp.write_all(b"GET /slow HTTP/1.1\r\n\r\n").await.unwrap();
         tokio::time::sleep(Duration::from_millis(50)).await;
-        drop(tcp);
-        tokio::time::timeout(Duration::from_secs(5), dropped_rx)
-            .await
-            .expect("the app's future is dropped when the client leaves")
-            .unwrap_err();
+        leave_and_see_dropped(tcp, dropped_rx).await;
     }
 
     #[tokio::test]
