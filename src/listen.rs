@@ -1,15 +1,13 @@
-//! The accept loop: HTTP/1.1 and HTTP/2 (prior knowledge) on one port, graceful shutdown.
+//! The accept loop: HTTP/1.x and HTTP/2 (prior knowledge) on one port, graceful shutdown.
 //!
-//! `axum::serve` goes through hyper-util's `auto` connection, which reads the first bytes to
-//! tell the protocols apart and hands them back through a rewinding wrapper. HTTP/1.1's first
-//! read then returns only those bytes, and its read buffer, grown for the rest of the request,
-//! doubles to 16 KiB for the life of the connection. Here the protocol is told from a `peek`
-//! at the socket, so each connection goes straight to hyper's HTTP/1.1 or HTTP/2 server with
-//! nothing consumed: a streaming HTTP/1.1 connection holds 8 KiB less.
+//! The protocol is told from a `peek` at the connection's first bytes, so nothing is consumed:
+//! HTTP/2 goes to hyper's server, HTTP/1.x to the gateway's own ([`crate::http1`]).
+//! (`axum::serve` reads those bytes through hyper-util's `auto` connection and hands them back
+//! through a rewinding wrapper, which doubled hyper's HTTP/1.1 read buffer.)
 
 use std::future::Future;
 use std::io::ErrorKind;
-use std::pin::{Pin, pin};
+use std::pin::pin;
 use std::time::Duration;
 
 use axum::Router;
@@ -86,29 +84,16 @@ async fn connection(tcp: TcpStream, app: Router, mut stop: watch::Receiver<bool>
         return crate::http1::serve(tcp, app, stop).await;
     }
     // Boxed: the HTTP/1.1 connection of each browser does not carry room for it.
-    let conn = Box::pin(
+    let mut conn = Box::pin(
         hyper::server::conn::http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
             .serve_connection(TokioIo::new(tcp), TowerToHyperService::new(app)),
     );
-    drive(conn, stop, |c| c.graceful_shutdown()).await;
-}
-
-/// Runs a connection to its end; once the gateway stops, asks it to close gracefully (an
-/// HTTP/1.1 connection after its current response, HTTP/2 with GOAWAY after its open streams).
-async fn drive<C, P, E>(
-    mut conn: Pin<P>,
-    mut stop: watch::Receiver<bool>,
-    graceful: impl FnOnce(Pin<&mut C>),
-) where
-    P: std::ops::DerefMut<Target = C>,
-    C: Future<Output = Result<(), E>>,
-    E: std::fmt::Display,
-{
+    // Once the gateway stops: GOAWAY, then the open streams run to their end.
     let result = tokio::select! {
         result = conn.as_mut() => result,
         _ = stop.changed() => {
-            graceful(conn.as_mut());
+            conn.as_mut().graceful_shutdown();
             conn.await
         }
     };
