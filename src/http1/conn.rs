@@ -14,7 +14,6 @@
 //! `Transfer-Encoding`, differing lengths, encodings other than `chunked`), so a proxy in front
 //! cannot be made to read a request differently from the gateway.
 
-use std::borrow::Cow;
 use std::io::{self, Write as _};
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -46,7 +45,7 @@ const LINGER_BYTES: usize = 1 << 20;
 /// Serves one HTTP/1.x connection with `app` until the client closes it, an error ends it, or
 /// `stop` turns true (an idle connection closes at once, a busy one after its response).
 pub(crate) async fn serve(mut tcp: TcpStream, app: Router, mut stop: watch::Receiver<bool>) {
-    let mut leftover = Bytes::new();
+    let mut leftover = BytesMut::new();
     loop {
         let head = match read_head(&mut tcp, leftover, &mut stop).await {
             Ok(Some(head)) => head,
@@ -128,11 +127,12 @@ async fn meanwhile(feed: &mut Feed, tcp: &mut TcpStream, watch_client: bool) -> 
 /// long, or the gateway is stopping.
 async fn read_head(
     tcp: &mut TcpStream,
-    leftover: Bytes,
+    leftover: BytesMut,
     stop: &mut watch::Receiver<bool>,
 ) -> Result<Option<Head>, Refusal> {
-    let mut buf = BytesMut::new();
-    if leftover.is_empty() {
+    // What the last request left (a pipelined request) is where this head starts.
+    let mut buf = leftover;
+    if buf.is_empty() {
         // Idle: wait without a buffer.
         tokio::select! {
             ready = tokio::time::timeout(IDLE_TIMEOUT, tcp.readable()) => {
@@ -142,10 +142,7 @@ async fn read_head(
             }
             _ = stop.changed() => return Ok(None),
         }
-    } else {
-        buf.extend_from_slice(&leftover);
     }
-    drop(leftover);
     let deadline = tokio::time::Instant::now() + READ_TIMEOUT;
     loop {
         if !buf.is_empty()
@@ -185,25 +182,26 @@ async fn read_head(
 fn attach_body(
     request: Request<()>,
     framing: Framing,
-    rest: Bytes,
+    rest: BytesMut,
     expect_continue: bool,
 ) -> (Request<Body>, Feed) {
-    if framing == Framing::Empty {
-        return (request.map(|()| Body::empty()), Feed::done(rest));
-    }
-    let (tx, rx) = mpsc::channel(1);
-    let remaining = match framing {
-        Framing::Length(n) => Some(n),
-        _ => None,
+    let (tx, body) = if framing == Framing::Empty {
+        (None, Body::empty())
+    } else {
+        let (tx, rx) = mpsc::channel(1);
+        let remaining = match framing {
+            Framing::Length(n) => Some(n),
+            _ => None,
+        };
+        (Some(tx), Body::new(Incoming { rx, remaining }))
     };
-    let body = Incoming { rx, remaining };
     let feed = Feed {
-        tx: Some(tx),
+        tx,
         decoder: BodyDecoder::new(framing),
-        buf: BytesMut::from(&rest[..]),
+        buf: rest,
         expect_continue,
     };
-    (request.map(|()| Body::new(body)), feed)
+    (request.map(|()| body), feed)
 }
 
 /// The request body as the app sees it.
@@ -253,15 +251,6 @@ struct Feed {
 struct Broken;
 
 impl Feed {
-    fn done(rest: Bytes) -> Feed {
-        Feed {
-            tx: None,
-            decoder: BodyDecoder::new(Framing::Empty),
-            buf: BytesMut::from(&rest[..]),
-            expect_continue: false,
-        }
-    }
-
     fn is_open(&self) -> bool {
         self.tx.is_some()
     }
@@ -276,11 +265,13 @@ impl Feed {
     }
 
     /// What was read past the body: the next pipelined request.
-    fn into_rest(self) -> Bytes {
-        if self.is_complete() {
-            self.buf.freeze()
+    fn into_rest(self) -> BytesMut {
+        // An empty remainder would still hold its allocation (shared with the body's pieces)
+        // through the response: let it go.
+        if self.is_complete() && !self.buf.is_empty() {
+            self.buf
         } else {
-            Bytes::new()
+            BytesMut::new()
         }
     }
 
@@ -371,32 +362,27 @@ async fn write_response(
     let chunked = !bodiless && length.is_none() && version == Version::HTTP_11;
     // An HTTP/1.0 client learns where a body of unknown length ends by the connection closing.
     let closing = closing || (!bodiless && length.is_none() && !chunked);
-    let framing = if chunked {
-        Some(Cow::Borrowed(&b"transfer-encoding: chunked"[..]))
-    } else if bodiless {
-        // A HEAD response gives the length its GET would have.
-        let given = parts
-            .headers
-            .get(header::CONTENT_LENGTH)
-            .map(HeaderValue::as_bytes);
-        match (head_only, given, length) {
-            (true, Some(v), _) => Some(Cow::Owned([&b"content-length: "[..], v].concat())),
-            (true, None, Some(n)) if n > 0 => {
-                Some(Cow::Owned(format!("content-length: {n}").into_bytes()))
-            }
-            _ => None,
-        }
+    let content_length = if head_only {
+        // A HEAD response gives the length its GET would have, when it is known.
+        let given = parts.headers.get(header::CONTENT_LENGTH);
+        given.map(|v| v.as_bytes().to_vec()).or_else(|| {
+            length
+                .filter(|n| *n > 0)
+                .map(|n| n.to_string().into_bytes())
+        })
+    } else if bodiless || chunked {
+        None
     } else {
-        length.map(|n| Cow::Owned(format!("content-length: {n}").into_bytes()))
+        length.map(|n| n.to_string().into_bytes())
     };
     let connection: Option<&[u8]> = if closing {
-        Some(b"connection: close")
+        Some(b"close")
     } else if version == Version::HTTP_10 {
-        Some(b"connection: keep-alive")
+        Some(b"keep-alive")
     } else {
         None
     };
-    let head = response_head(&parts, framing.as_deref(), connection);
+    let head = response_head(&parts, chunked, content_length.as_deref(), connection);
     drop(parts);
     tcp.write_all(&head).await?;
     drop(head);
@@ -435,8 +421,9 @@ async fn write_response(
             },
         };
         if chunked {
-            let size = format!("{:X}\r\n", data.len());
-            let mut out = Buf::chain(Buf::chain(size.as_bytes(), data), &b"\r\n"[..]);
+            let mut size = [0u8; 18];
+            let size = chunk_size_line(data.len(), &mut size);
+            let mut out = Buf::chain(Buf::chain(size, data), &b"\r\n"[..]);
             tcp.write_all_buf(&mut out).await?;
         } else {
             let mut data = data;
@@ -454,21 +441,37 @@ async fn write_response(
     if chunked {
         tcp.write_all(b"0\r\n\r\n").await?;
     }
-    if length.is_some_and(|n| n != sent) {
-        return Ok(Written::Cut);
-    }
-    Ok(if length.is_none() && !chunked {
+    // A body shorter than its announced length leaves the client waiting for the rest.
+    Ok(if length.is_some_and(|n| n != sent) {
         Written::Cut
     } else {
         Written::Complete
     })
 }
 
+/// A chunk's size line (hex digits and CRLF) written into `buf`, without allocating: it goes
+/// out with every frame of a stream.
+fn chunk_size_line(len: usize, buf: &mut [u8; 18]) -> &[u8] {
+    buf[16..].copy_from_slice(b"\r\n");
+    let mut start = 16;
+    let mut n = len;
+    loop {
+        start -= 1;
+        buf[start] = b"0123456789ABCDEF"[n & 0xF];
+        n >>= 4;
+        if n == 0 {
+            break;
+        }
+    }
+    &buf[start..]
+}
+
 /// The status line and header fields, with the framing and connection fields the
 /// connection chose in place of any the app set.
 fn response_head(
     parts: &http::response::Parts,
-    framing: Option<&[u8]>,
+    chunked: bool,
+    content_length: Option<&[u8]>,
     connection: Option<&[u8]>,
 ) -> Vec<u8> {
     let mut head = Vec::with_capacity(256);
@@ -488,9 +491,14 @@ fn response_head(
         let date = httpdate::fmt_http_date(std::time::SystemTime::now());
         put_header(&mut head, b"date", date.as_bytes());
     }
-    for line in [framing, connection].into_iter().flatten() {
-        head.extend_from_slice(line);
-        head.extend_from_slice(b"\r\n");
+    if chunked {
+        put_header(&mut head, b"transfer-encoding", b"chunked");
+    }
+    if let Some(n) = content_length {
+        put_header(&mut head, b"content-length", n);
+    }
+    if let Some(c) = connection {
+        put_header(&mut head, b"connection", c);
     }
     head.extend_from_slice(b"\r\n");
     head
@@ -753,6 +761,21 @@ mod tests {
         let last = reply(&mut tcp, &mut pending).await;
         assert!(last.head.contains("connection: close"));
         assert!(closed(&mut tcp).await);
+    }
+
+    #[test]
+    fn chunk_size_lines_are_hex_and_crlf() {
+        let mut buf = [0u8; 18];
+        for (len, line) in [
+            (0, "0\r\n"),
+            (9, "9\r\n"),
+            (0xF, "F\r\n"),
+            (0x10, "10\r\n"),
+            (0xABC, "ABC\r\n"),
+            (usize::MAX, "FFFFFFFFFFFFFFFF\r\n"),
+        ] {
+            assert_eq!(chunk_size_line(len, &mut buf), line.as_bytes());
+        }
     }
 
     #[tokio::test]

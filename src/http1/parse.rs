@@ -19,7 +19,7 @@ pub struct Head {
     pub request: Request<()>,
     pub body: Framing,
     /// Bytes read past the head: the start of the body, or of pipelined requests.
-    pub rest: Bytes,
+    pub rest: BytesMut,
     pub keep_alive: bool,
     pub expect_continue: bool,
 }
@@ -98,7 +98,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, Refusal> {
     *request.version_mut() = version;
     *request.headers_mut() = headers;
     // Whatever follows the head is copied out, so the head's buffer is freed now.
-    let rest = Bytes::copy_from_slice(&buf[len..]);
+    let rest = BytesMut::from(&buf[len..]);
     Ok(Some(Head {
         request,
         body,
