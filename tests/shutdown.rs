@@ -41,7 +41,17 @@ async fn post(
     thread: &str,
     text: &str,
 ) -> reqwest::Response {
-    reqwest::Client::new()
+    post_with(&reqwest::Client::new(), addr, agent, thread, text).await
+}
+
+async fn post_with(
+    client: &reqwest::Client,
+    addr: std::net::SocketAddr,
+    agent: &str,
+    thread: &str,
+    text: &str,
+) -> reqwest::Response {
+    client
         .post(format!("http://{addr}/agents/{agent}/agui"))
         .json(&run_input(
             thread,
@@ -54,6 +64,21 @@ async fn post(
 
 #[tokio::test]
 async fn runs_past_the_grace_period_end_with_shutdown_and_the_server_returns() {
+    grace_period_runs_out(reqwest::Client::new(), reqwest::Version::HTTP_11).await;
+}
+
+/// The same over HTTP/2 (prior knowledge, as a proxy speaking h2c sends it): the connection is
+/// told apart by its preface, the stream is served by hyper, and the shutdown sends GOAWAY.
+#[tokio::test]
+async fn over_http2_runs_past_the_grace_period_end_with_shutdown_too() {
+    let h2 = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    grace_period_runs_out(h2, reqwest::Version::HTTP_2).await;
+}
+
+async fn grace_period_runs_out(client: reqwest::Client, version: reqwest::Version) {
     let up = FakeOpenAi::start(vec![Reply::Stall(vec![
         json!({"choices": [{"index": 0, "delta": {"content": "Thinking"}}]}),
     ])])
@@ -62,8 +87,9 @@ async fn runs_past_the_grace_period_end_with_shutdown_and_the_server_returns() {
         .config("")
         .replace("[server]\n", "[server]\nshutdown_grace_secs = 1\n");
     let server = serve(&toml).await;
-    let resp = post(server.addr, "a", "t-stall", "hello").await;
+    let resp = post_with(&client, server.addr, "a", "t-stall", "hello").await;
     assert_eq!(resp.status(), 200);
+    assert_eq!(resp.version(), version);
     let reading = tokio::spawn(read_events(resp, false));
     // Wait until the run is active, then shut down.
     while server.state.runs.active_count() == 0 {
