@@ -114,8 +114,7 @@ fn bad(message: &'static str) -> Refusal {
 
 /// How the body is delimited (RFC 9112, section 6.3), refusing every ambiguous case.
 fn framing(headers: &HeaderMap, version: Version) -> Result<Framing, Refusal> {
-    let encodings: Vec<&HeaderValue> = headers.get_all(header::TRANSFER_ENCODING).iter().collect();
-    if !encodings.is_empty() {
+    if headers.contains_key(header::TRANSFER_ENCODING) {
         if headers.contains_key(header::CONTENT_LENGTH) {
             return Err(bad(
                 "A request may not have both Content-Length and Transfer-Encoding.",
@@ -124,11 +123,7 @@ fn framing(headers: &HeaderMap, version: Version) -> Result<Framing, Refusal> {
         if version == Version::HTTP_10 {
             return Err(bad("Transfer-Encoding is not allowed in HTTP/1.0."));
         }
-        let mut codings = encodings
-            .iter()
-            .flat_map(|v| v.as_bytes().split(|b| *b == b','))
-            .map(<[u8]>::trim_ascii)
-            .filter(|c| !c.is_empty());
+        let mut codings = list_items(headers, header::TRANSFER_ENCODING).filter(|c| !c.is_empty());
         return match (codings.next(), codings.next()) {
             (Some(c), None) if c.eq_ignore_ascii_case(b"chunked") => Ok(Framing::Chunked),
             _ => Err(refuse(
@@ -138,18 +133,17 @@ fn framing(headers: &HeaderMap, version: Version) -> Result<Framing, Refusal> {
         };
     }
     let mut length = None;
-    for value in headers.get_all(header::CONTENT_LENGTH) {
-        for part in value.as_bytes().split(|b| *b == b',') {
-            let part = part.trim_ascii();
-            let n = (!part.is_empty() && part.len() <= 19 && part.iter().all(u8::is_ascii_digit))
-                .then(|| std::str::from_utf8(part).ok()?.parse::<u64>().ok())
-                .flatten()
-                .ok_or_else(|| bad("Content-Length is malformed."))?;
-            if length.is_some_and(|l| l != n) {
-                return Err(bad("The request has differing Content-Length values."));
-            }
-            length = Some(n);
+    // Strict: every element (even an empty one) must be the same decimal number.
+    for part in list_items(headers, header::CONTENT_LENGTH) {
+        let n = std::str::from_utf8(part)
+            .ok()
+            .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|p| p.parse::<u64>().ok())
+            .ok_or_else(|| bad("Content-Length is malformed."))?;
+        if length.is_some_and(|l| l != n) {
+            return Err(bad("The request has differing Content-Length values."));
         }
+        length = Some(n);
     }
     Ok(match length {
         None | Some(0) => Framing::Empty,
@@ -157,13 +151,18 @@ fn framing(headers: &HeaderMap, version: Version) -> Result<Framing, Refusal> {
     })
 }
 
+/// The elements of a comma-separated header field, over all its lines, trimmed.
+fn list_items(headers: &HeaderMap, name: HeaderName) -> impl Iterator<Item = &[u8]> {
+    headers
+        .get_all(name)
+        .into_iter()
+        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+        .map(<[u8]>::trim_ascii)
+}
+
 /// Whether a comma-separated header lists `token` (case-insensitive).
 fn has_token(headers: &HeaderMap, name: HeaderName, token: &str) -> bool {
-    headers.get_all(name).iter().any(|v| {
-        v.as_bytes()
-            .split(|b| *b == b',')
-            .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
-    })
+    list_items(headers, name).any(|t| t.eq_ignore_ascii_case(token.as_bytes()))
 }
 
 /// Decodes a request body delimited by its length or chunked, from the bytes read so far.
