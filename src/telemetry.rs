@@ -33,6 +33,38 @@ pub fn exporting() -> bool {
     TRACING.load(Ordering::Relaxed)
 }
 
+/// Text-log fields written with their control characters escaped: identifiers come from
+/// clients, and a raw newline or ANSI sequence in one would forge log lines or colours.
+/// (JSON records escape them already.)
+fn escaped_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + 'static {
+    use std::fmt::Write as _;
+    use tracing_subscriber::field::MakeExt;
+    tracing_subscriber::fmt::format::debug_fn(|w, field, value| {
+        let name = field.name();
+        if name != "message" {
+            write!(w, "{}=", name.strip_prefix("r#").unwrap_or(name))?;
+        }
+        write!(Escaping(w), "{value:?}")
+    })
+    .delimited(" ")
+}
+
+/// A `fmt::Write` that passes text through with control characters escaped (`\u{1b}`, `\n`).
+struct Escaping<'a, W: std::fmt::Write>(&'a mut W);
+
+impl<W: std::fmt::Write> std::fmt::Write for Escaping<'_, W> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let mut rest = s;
+        while let Some(i) = rest.find(char::is_control) {
+            self.0.write_str(&rest[..i])?;
+            let c = rest[i..].chars().next().unwrap_or_default();
+            write!(self.0, "{}", c.escape_default())?;
+            rest = &rest[i + c.len_utf8()..];
+        }
+        self.0.write_str(rest)
+    }
+}
+
 /// What `init` set up; `shutdown` sends the spans still queued.
 pub struct Telemetry {
     provider: Option<SdkTracerProvider>,
@@ -55,7 +87,12 @@ pub fn init(default_filter: &str) -> Telemetry {
             .with_filter(filter)
             .boxed()
     } else {
-        tracing_subscriber::fmt::layer().with_filter(filter).boxed()
+        tracing_subscriber::fmt::layer()
+            // Colours only for a person at a terminal, not in files and pipelines.
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .fmt_fields(escaped_fields())
+            .with_filter(filter)
+            .boxed()
     };
     let (provider, problem) = match otlp_requested() {
         false => (None, None),
@@ -205,4 +242,17 @@ pub async fn server_span(req: Request, next: Next) -> Response {
         i64::from(resp.status().as_u16()),
     );
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fmt::Write;
+
+    #[test]
+    fn escaping_writer_escapes_only_control_characters() {
+        let mut out = String::new();
+        write!(Escaping(&mut out), "{}", "a\u{1b}[31mb\nc\r\té\u{7f}").unwrap();
+        assert_eq!(out, "a\\u{1b}[31mb\\nc\\r\\té\\u{7f}");
+    }
 }

@@ -129,3 +129,70 @@ async fn health_and_agent_listing() {
     assert_eq!(a["agents"][0]["id"], "a");
     assert_eq!(a["agents"][0]["endpoint"], "/agents/a/agui");
 }
+
+#[tokio::test]
+async fn nul_ids_and_broken_inline_media_are_refused_before_streaming() {
+    let up = FakeOpenAi::start(vec![]).await;
+    let gw = Gateway::start(&up.config("")).await;
+    let (s, e) = refuse(
+        &gw,
+        "a",
+        r#"{"threadId":"t\u0000x","runId":"r","messages":[]}"#,
+    )
+    .await;
+    assert_eq!((s, e["error"]["field"].as_str()), (400, Some("threadId")));
+    let (s, e) = refuse(
+        &gw,
+        "a",
+        r#"{"threadId":"t","runId":"r","messages":[{"id":"x","role":"user","content":[{"type":"image","source":{"type":"data","value":"@@not-base64@@","mimeType":"image/png"}}]}]}"#,
+    )
+    .await;
+    assert_eq!(
+        (s, e["error"]["field"].as_str()),
+        (400, Some("messages[0].content[0].source.value"))
+    );
+    let (s, e) = refuse(
+        &gw,
+        "a",
+        r#"{"threadId":"t","runId":"r","messages":[{"id":"x","role":"user","content":[{"type":"image","source":{"type":"data","value":"AAAA","mimeType":"text/html"}}]}]}"#,
+    )
+    .await;
+    assert_eq!(
+        (s, e["error"]["field"].as_str()),
+        (400, Some("messages[0].content[0].source.mimeType"))
+    );
+    assert_eq!(up.requests().len(), 0, "nothing reached the model");
+}
+
+#[tokio::test]
+async fn unknown_routes_wrong_methods_and_bad_queries_answer_json() {
+    let up = FakeOpenAi::start(vec![]).await;
+    let gw = Gateway::start(&up.config("")).await;
+    let client = reqwest::Client::new();
+    let cases = [
+        (client.get(gw.url("/no/such/route")), 404, "not_found"),
+        (client.delete(gw.url("/healthz")), 405, "method_not_allowed"),
+        (
+            client.get(gw.url("/agents/a/agui/runs/r1/events?after=-5")),
+            400,
+            "invalid_request",
+        ),
+    ];
+    for (req, status, kind) in cases {
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), status);
+        assert!(
+            resp.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("application/json")
+        );
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["error"]["type"], kind, "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty())
+        );
+    }
+}

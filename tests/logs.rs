@@ -62,3 +62,51 @@ async fn json_logs_carry_run_ids_and_no_secrets_or_bodies() {
     assert_eq!(run_span["thread_id"], "t-logs");
     assert_eq!(run_span["gen_ai.agent.id"], "a");
 }
+
+/// Text logs: identifiers chosen by the client are written with their control characters
+/// escaped, so a thread id cannot forge a log line or colour the terminal.
+#[tokio::test]
+async fn text_logs_escape_control_characters_in_client_ids() {
+    let up = FakeOpenAi::start(vec![Reply::Status(
+        400,
+        r#"{"error":{"message":"bad request"}}"#.into(),
+    )])
+    .await;
+    let path = up.config_file("logs-text", "AGUI_TEST_LOG_KEY2");
+    let gw = GatewayProcess::spawn(
+        &path,
+        &[
+            ("RUST_LOG", "info"),
+            ("AGUI_TEST_LOG_KEY2", "sk-unused-0123456789"),
+        ],
+        true,
+    )
+    .await;
+    let thread = "t-\u{1b}[31mred\nFORGED level=ERROR";
+    let body = run_input(
+        thread,
+        json!([{"id": "u1", "role": "user", "content": "hello"}]),
+    );
+    let resp = reqwest::Client::new()
+        .post(gw.url("/agents/a/agui"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let events = read_events(resp, false).await;
+    assert_eq!(events.last().unwrap()["type"], "RUN_ERROR");
+    let text = gw.kill_and_read_stdout();
+    assert!(
+        text.contains(r"t-\u{1b}[31mred\nFORGED"),
+        "the thread id, escaped, is in the logs: {text}"
+    );
+    assert!(
+        !text.contains("\u{1b}[31mred"),
+        "a raw escape sequence from the client reached the logs"
+    );
+    assert!(
+        !text.lines().any(|l| l.starts_with("FORGED")),
+        "a client id started a log line of its own"
+    );
+}

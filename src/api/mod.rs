@@ -65,6 +65,52 @@ pub(crate) fn add_retry_after(resp: &mut Response) {
     }
 }
 
+/// Gives every error the API's JSON shape, whoever produced it: axum's own rejections (a
+/// malformed query string, a path that does not decode, a body that is not JSON), unknown
+/// routes and wrong methods answer in plain text, which clients cannot parse.
+pub async fn json_errors(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let resp = next.run(req).await;
+    let status = resp.status();
+    let is_json = resp
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    // Rejection texts are a line or two; anything longer is not one of them.
+    let text = match axum::body::to_bytes(body, 4096).await {
+        Ok(b) => String::from_utf8_lossy(&b).trim().to_string(),
+        Err(_) => String::new(),
+    };
+    let kind = match status {
+        StatusCode::NOT_FOUND => "not_found",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        StatusCode::REQUEST_TIMEOUT => "request_timeout",
+        s if s.is_server_error() => "internal_error",
+        _ => "invalid_request",
+    };
+    let message = if text.is_empty() || status.is_server_error() {
+        status
+            .canonical_reason()
+            .unwrap_or("error")
+            .to_ascii_lowercase()
+    } else {
+        text
+    };
+    let body = json!({ "error": { "type": kind, "message": message } }).to_string();
+    parts.headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(body))
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, kind) = match &self {

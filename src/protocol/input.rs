@@ -384,6 +384,85 @@ impl Content {
     }
 }
 
+impl Part {
+    /// Checks an inline media part as the agent API does: its bytes are base64 and its
+    /// `mimeType` is a media type of the part's kind. A refusal names the field and the fault.
+    fn check_media(&self) -> Result<(), (&'static str, String)> {
+        const FIELD: &str = "source.mimeType";
+        let (kind, source) = match self {
+            Part::Image { source } => ("image", source),
+            Part::Audio { source } => ("audio", source),
+            Part::Video { source } => ("video", source),
+            Part::Document { source } => ("", source),
+            Part::Binary {
+                mime_type, data, ..
+            } => {
+                if let Some(d) = data {
+                    let Some(m) = mime_type else {
+                        return Err(("mimeType", "required with inline data".into()));
+                    };
+                    check_base64(d).map_err(|e| ("data", e))?;
+                    check_mime(m, "").map_err(|e| ("mimeType", e))?;
+                } else if let Some(m) = mime_type {
+                    check_mime(m, "").map_err(|e| ("mimeType", e))?;
+                }
+                return Ok(());
+            }
+            Part::Text { .. } | Part::Unknown => return Ok(()),
+        };
+        match source {
+            Source::Data { value, mime_type } => {
+                check_base64(value).map_err(|e| ("source.value", e))?;
+                check_mime(mime_type, kind).map_err(|e| (FIELD, e))
+            }
+            Source::Url { mime_type, .. } | Source::File { mime_type, .. } => match mime_type {
+                Some(m) => check_mime(m, kind).map_err(|e| (FIELD, e)),
+                None => Ok(()),
+            },
+        }
+    }
+}
+
+/// Standard base64 (padding optional, line breaks ignored), as browsers' `btoa` and most
+/// encoders write it.
+fn check_base64(data: &str) -> Result<(), String> {
+    use base64::Engine;
+    let compact: String = data.split_ascii_whitespace().collect();
+    if compact.is_empty() {
+        return Err("is empty".into());
+    }
+    let engine = base64::engine::GeneralPurpose::new(
+        &base64::alphabet::STANDARD,
+        base64::engine::GeneralPurposeConfig::new()
+            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+    );
+    engine
+        .decode(compact.as_bytes())
+        .map(drop)
+        .map_err(|e| format!("is not valid base64: {e}"))
+}
+
+/// A `type/subtype` media type (RFC 6838 names, parameters allowed), of the top-level type
+/// `kind` when one is given.
+fn check_mime(mime: &str, kind: &str) -> Result<(), String> {
+    let essence = mime.split(';').next().unwrap_or("").trim();
+    let name_ok = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 127
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
+    };
+    match essence.split_once('/') {
+        Some((top, sub)) if name_ok(top) && name_ok(sub) => {
+            if !kind.is_empty() && !top.eq_ignore_ascii_case(kind) {
+                return Err(format!("{mime:?} is not a {kind}/* media type"));
+            }
+            Ok(())
+        }
+        _ => Err(format!("{mime:?} is not a media type (type/subtype)")),
+    }
+}
+
 impl<'de> Deserialize<'de> for Content {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = Option::<Value>::deserialize(d)?;
@@ -587,6 +666,55 @@ fn validate(input: &RunAgentInput) -> Result<(), InputError> {
     if input.run_id.trim().is_empty() {
         return fail("runId".into(), "must not be empty");
     }
+    // Identifiers become keys in the store, where PostgreSQL refuses a NUL in text.
+    let ids = [
+        ("threadId".to_string(), Some(&input.thread_id)),
+        ("runId".to_string(), Some(&input.run_id)),
+        ("parentRunId".to_string(), input.parent_run_id.as_ref()),
+    ];
+    let message_ids = input.messages.iter().enumerate().flat_map(|(i, m)| {
+        let (id, calls, call_id) = match m {
+            InputMessage::Developer { id, .. }
+            | InputMessage::System { id, .. }
+            | InputMessage::User { id, .. }
+            | InputMessage::Reasoning { id, .. } => (id, &[][..], None),
+            InputMessage::Assistant { id, tool_calls, .. } => (id, &tool_calls[..], None),
+            InputMessage::Tool {
+                id, tool_call_id, ..
+            } => (id, &[][..], Some(tool_call_id)),
+            InputMessage::Activity => (&None, &[][..], None),
+        };
+        std::iter::once((format!("messages[{i}].id"), id.as_ref()))
+            .chain(call_id.map(|c| (format!("messages[{i}].toolCallId"), Some(c))))
+            .chain(
+                calls
+                    .iter()
+                    .enumerate()
+                    .map(move |(j, c)| (format!("messages[{i}].toolCalls[{j}].id"), Some(&c.id))),
+            )
+    });
+    for (field, id) in ids.into_iter().chain(message_ids) {
+        if id.is_some_and(|id| id.contains('\0')) {
+            return fail(field, "must not contain a NUL character");
+        }
+    }
+    for (i, m) in input.messages.iter().enumerate() {
+        if let InputMessage::User {
+            content: Content::Parts(parts),
+            ..
+        }
+        | InputMessage::Tool {
+            content: Content::Parts(parts),
+            ..
+        } = m
+        {
+            for (j, part) in parts.iter().enumerate() {
+                if let Err((field, message)) = part.check_media() {
+                    return fail(format!("messages[{i}].content[{j}].{field}"), &message);
+                }
+            }
+        }
+    }
     let mut seen = std::collections::HashSet::new();
     for (i, tool) in input.tools.iter().enumerate() {
         if tool.name.trim().is_empty() {
@@ -685,6 +813,80 @@ mod tests {
         assert_eq!(parts[5], Part::Unknown);
         assert!(matches!(&parts[4], Part::Binary { url: Some(u), .. } if u == "https://x/a.jpg"));
         assert_eq!(input.messages[1].clone_text(), "look");
+    }
+
+    #[test]
+    fn nul_in_identifiers_is_refused_with_the_field_named() {
+        let e = err("{\"threadId\":\"t\\u0000\",\"runId\":\"r\",\"messages\":[]}");
+        assert_eq!(e.field, "threadId");
+        assert!(e.message.contains("NUL"), "{}", e.message);
+        let e = err(
+            r#"{"threadId":"t","runId":"r","messages":[{"id":"a","role":"assistant","toolCalls":[{"id":"c\u0000","function":{"name":"f"}}]}]}"#,
+        );
+        assert_eq!(e.field, "messages[0].toolCalls[0].id");
+        let e = err(
+            r#"{"threadId":"t","runId":"r","messages":[{"id":"m\u0000","role":"user","content":"x"}]}"#,
+        );
+        assert_eq!(e.field, "messages[0].id");
+        // Other control characters are the logs' business (escaped there), not a refusal.
+        assert!(parse(br#"{"threadId":"t\u001b[31m","runId":"r","messages":[]}"#).is_ok());
+    }
+
+    #[test]
+    fn inline_media_needs_base64_and_a_media_type_of_its_kind() {
+        let with = |part: &str| {
+            format!(
+                r#"{{"threadId":"t","runId":"r","messages":[{{"id":"1","role":"user","content":[{part}]}}]}}"#
+            )
+        };
+        let ok = [
+            r#"{"type":"image","source":{"type":"data","value":"iVBORw0KGgo=","mimeType":"image/png"}}"#,
+            r#"{"type":"image","source":{"type":"data","value":"iVBORw0KGgo","mimeType":"IMAGE/PNG"}}"#,
+            r#"{"type":"document","source":{"type":"data","value":"JVBE\nRi0=","mimeType":"application/pdf"}}"#,
+            r#"{"type":"audio","source":{"type":"url","value":"https://x/a.mp3"}}"#,
+            r#"{"type":"binary","mimeType":"text/plain; charset=utf-8","data":"aGk="}"#,
+        ];
+        for part in ok {
+            assert!(parse(with(part).as_bytes()).is_ok(), "{part}");
+        }
+        let bad = [
+            (
+                r#"{"type":"image","source":{"type":"data","value":"%%%","mimeType":"image/png"}}"#,
+                "messages[0].content[0].source.value",
+            ),
+            (
+                r#"{"type":"image","source":{"type":"data","value":"","mimeType":"image/png"}}"#,
+                "messages[0].content[0].source.value",
+            ),
+            (
+                r#"{"type":"image","source":{"type":"data","value":"AAAA","mimeType":"png"}}"#,
+                "messages[0].content[0].source.mimeType",
+            ),
+            (
+                r#"{"type":"image","source":{"type":"data","value":"AAAA","mimeType":"application/pdf"}}"#,
+                "messages[0].content[0].source.mimeType",
+            ),
+            (
+                r#"{"type":"video","source":{"type":"url","value":"https://x/v","mimeType":"image/png"}}"#,
+                "messages[0].content[0].source.mimeType",
+            ),
+            (
+                r#"{"type":"binary","mimeType":"image/png","data":"not base64!"}"#,
+                "messages[0].content[0].data",
+            ),
+            (
+                r#"{"type":"binary","data":"AAAA"}"#,
+                "messages[0].content[0].mimeType",
+            ),
+            (
+                r#"{"type":"binary","mimeType":"image/png\r\nx: y","url":"https://x/a"}"#,
+                "messages[0].content[0].mimeType",
+            ),
+        ];
+        for (part, field) in bad {
+            let e = err(&with(part));
+            assert_eq!(e.field, field, "{part}: {}", e.message);
+        }
     }
 
     #[test]
