@@ -252,7 +252,7 @@ mod tests {
     #[test]
     fn escaping_writer_escapes_only_control_characters() {
         let mut out = String::new();
-        write!(Escaping(&mut out), "{}", "a\u{1b}[31mb\nc\r\té\u{7f}").unwrap();
+        Escaping(&mut out).write_str("a\u{1b}[31mb\nc\r\té\u{7f}").unwrap();
         assert_eq!(out, "a\\u{1b}[31mb\\nc\\r\\té\\u{7f}");
     }
 }
