@@ -212,7 +212,10 @@ async fn connection(
                 .max_concurrent_streams(limits.h2_max_streams)
                 .serve_connection(io, service),
         );
-        drive(conn, stop, &activity, limits.idle, |c| c.graceful_shutdown()).await;
+        drive(conn, stop, &activity, limits.idle, |c| {
+            c.graceful_shutdown()
+        })
+        .await;
     } else {
         let conn = pin!(
             hyper::server::conn::http1::Builder::new()
@@ -220,7 +223,10 @@ async fn connection(
                 .header_read_timeout(limits.header_read)
                 .serve_connection(io, service)
         );
-        drive(conn, stop, &activity, limits.idle, |c| c.graceful_shutdown()).await;
+        drive(conn, stop, &activity, limits.idle, |c| {
+            c.graceful_shutdown()
+        })
+        .await;
     }
 }
 

@@ -35,7 +35,11 @@ impl<T> WriteDeadline<T> {
 
     /// Sees a write's outcome: progress disarms the timer; `Pending` arms it (or finds it run
     /// out, which turns the write into an error).
-    fn watch<R>(&mut self, cx: &mut Context<'_>, polled: Poll<io::Result<R>>) -> Poll<io::Result<R>> {
+    fn watch<R>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<R>>,
+    ) -> Poll<io::Result<R>> {
         if polled.is_ready() {
             self.armed = false;
             return polled;
@@ -48,7 +52,9 @@ impl<T> WriteDeadline<T> {
                 }
                 stall
             }
-            None => self.stall.insert(Box::pin(tokio::time::sleep_until(deadline))),
+            None => self
+                .stall
+                .insert(Box::pin(tokio::time::sleep_until(deadline))),
         };
         self.armed = true;
         match stall.as_mut().poll(cx) {

@@ -49,7 +49,8 @@ impl Activity {
             }
             let seen = self.started.load(Ordering::Acquire);
             tokio::time::sleep(idle).await;
-            if self.open.load(Ordering::Acquire) == 0 && self.started.load(Ordering::Acquire) == seen
+            if self.open.load(Ordering::Acquire) == 0
+                && self.started.load(Ordering::Acquire) == seen
             {
                 return;
             }
