@@ -41,9 +41,9 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// before it is dropped.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
-/// File descriptors kept out of the connection cap for everything else the process opens
-/// (the store, search indexes, logs, tool processes).
-const FD_RESERVE: u64 = 128;
+/// The fewest file descriptors kept out of the connection cap, for everything else the process
+/// opens (upstream requests, the store, search indexes, logs, tool processes).
+const FD_RESERVE_MIN: u64 = 256;
 
 /// What each connection is held to (from the `[server]` settings).
 #[derive(Debug, Clone)]
@@ -84,7 +84,6 @@ pub(crate) async fn serve(
 ) -> std::io::Result<()> {
     let limits = Arc::new(limits);
     let cap = connection_cap(limits.max_connections);
-    tracing::debug!(cap, "connection cap");
     // Connections hold a receiver each: their number is the receiver count less the loop's
     // own, and `closed()` tells when the last one has ended.
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -130,12 +129,20 @@ pub(crate) async fn serve(
     Ok(())
 }
 
-/// The most connections served at once: the configured maximum, lowered so that the open-file
-/// limit leaves as many descriptors again for upstream requests (a streaming run holds one),
-/// and some for the rest. The soft limit is first raised to the hard one, as most servers do.
+/// The most connections served at once: the configured maximum, lowered so that a quarter of
+/// the open-file limit (at least [`FD_RESERVE_MIN`]) is left for upstream requests and the rest:
+/// an idle flood then never takes the descriptors that accepting and answering need. The soft
+/// limit is first raised to the hard one, as most servers do.
 fn connection_cap(configured: usize) -> usize {
     let nofile = raise_nofile_limit();
-    let fit = usize::try_from(nofile.saturating_sub(FD_RESERVE) / 2).unwrap_or(usize::MAX);
+    let cap = cap_for(configured, nofile);
+    tracing::info!(cap, open_file_limit = nofile, "connection cap");
+    cap
+}
+
+fn cap_for(configured: usize, nofile: u64) -> usize {
+    let reserve = (nofile / 4).max(FD_RESERVE_MIN);
+    let fit = usize::try_from(nofile.saturating_sub(reserve)).unwrap_or(usize::MAX);
     configured.min(fit).max(1)
 }
 
@@ -311,6 +318,15 @@ mod tests {
         let client = TcpStream::connect(addr).await.unwrap();
         let (server, _) = listener.accept().await.unwrap();
         (client, server)
+    }
+
+    #[test]
+    fn the_cap_leaves_a_quarter_of_the_open_files_for_the_rest() {
+        // The bench's limit: room for its 10,000 connections.
+        assert_eq!(cap_for(20_000, 20_000), 15_000);
+        assert_eq!(cap_for(20_000, 1024), 768);
+        assert_eq!(cap_for(4, 1 << 20), 4);
+        assert_eq!(cap_for(100, 100), 1);
     }
 
     #[tokio::test]
