@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every cargo-fuzz target for a bounded time (seconds per target, default 20): the
 # RunAgentInput parser, the execute input parser, the provider stream normalisers (OpenAI,
-# Anthropic, Bedrock) and the HTTP/1.x request parser and body decoders. Needs a nightly toolchain (libFuzzer's coverage flags); installs
+# Anthropic, Bedrock). Needs a nightly toolchain (libFuzzer's coverage flags); installs
 # cargo-fuzz from crates.io when missing. A crash fails the run and leaves its input under
 # fuzz/artifacts/<target>/; turn it into a regression test before fixing it.
 # `scripts/fuzz.sh build` only builds (CI builds while the tests run).

@@ -204,7 +204,8 @@ pub async fn serve(
     let runs = Arc::clone(&state.runs);
     let grace = Duration::from_secs(state.settings.shutdown_grace_secs);
     let closing = state.clone();
-    crate::listen::serve(listener, router(state), async move {
+    let limits = crate::listen::Limits::new(&state.settings);
+    crate::listen::serve(listener, router(state), limits, async move {
         shutdown.await;
         runs.begin_shutdown();
         let active = runs.active_count();

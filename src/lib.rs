@@ -4,9 +4,8 @@
 //! tools, and streams verified AG-UI events back over SSE.
 //!
 //! Map of the modules, in the order a request meets them:
-//! - `listen`: the accept loop; tells HTTP/2 (served by hyper) from HTTP/1.x by a peek.
-//! - [`http1`]: HTTP/1.x requests parsed, and connections served without per-connection
-//!   buffers.
+//! - `listen`: the accept loop; hyper serves HTTP/1.x and HTTP/2 (told apart by a peek), with
+//!   the connection cap and every connection's timeouts.
 //! - [`api`]: axum handlers (`/agents/{id}/agui`, `/healthz`, `/agents`) and [`api::ApiError`].
 //! - [`protocol`]: the AG-UI wire format: events, input, SSE framing, the verifier.
 //! - [`runs`]: the registry of active runs (one per thread) and the [`runs::Emitter`] every
@@ -33,7 +32,6 @@ pub mod config;
 #[cfg(feature = "server")]
 pub mod connector;
 pub mod conversation;
-pub mod http1;
 #[cfg(feature = "server")]
 pub mod metrics;
 pub mod model;

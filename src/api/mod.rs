@@ -32,6 +32,9 @@ pub enum ApiError {
     /// The body is larger than allowed.
     #[error("request body too large")]
     PayloadTooLarge,
+    /// The body did not arrive within the server's body deadline.
+    #[error("the request body did not arrive in time")]
+    RequestTimeout,
     /// The server is shutting down and takes no new runs.
     #[error("the gateway is shutting down; retry on another instance")]
     ShuttingDown,
@@ -117,6 +120,7 @@ impl IntoResponse for ApiError {
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::BadRequest { .. } => (StatusCode::BAD_REQUEST, "invalid_request"),
             ApiError::PayloadTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            ApiError::RequestTimeout => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
             ApiError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
             ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::TooManyRuns(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_runs"),

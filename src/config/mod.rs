@@ -123,6 +123,13 @@ struct ServerFile {
     max_tool_concurrency: Option<usize>,
     max_run_secs: Option<u64>,
     shutdown_grace_secs: Option<u64>,
+    max_connections: Option<usize>,
+    header_read_timeout_secs: Option<u64>,
+    idle_timeout_secs: Option<u64>,
+    body_timeout_secs: Option<u64>,
+    write_timeout_secs: Option<u64>,
+    http2_keepalive_secs: Option<u64>,
+    http2_max_streams: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -235,6 +242,21 @@ pub struct ServerSettings {
     pub max_tool_concurrency: usize,
     /// A run's wall-clock limit; past it the run ends with `RUN_ERROR` code `RUN_TIMEOUT`.
     pub max_run_secs: u64,
+    /// At most this many client connections at once (lowered further to fit the open-file
+    /// limit); connections beyond it are closed as soon as they are accepted.
+    pub max_connections: usize,
+    /// How long a client may take to send a request head (HTTP/1.x) or the HTTP/2 preface.
+    pub header_read_timeout_secs: u64,
+    /// A connection with no request in flight is closed after this long.
+    pub idle_timeout_secs: u64,
+    /// The whole request body must arrive within this long of its head (else 408).
+    pub body_timeout_secs: u64,
+    /// A response write that makes no progress for this long ends the connection.
+    pub write_timeout_secs: u64,
+    /// HTTP/2: a PING after this long without frames; no answer within as long closes.
+    pub http2_keepalive_secs: u64,
+    /// HTTP/2: at most this many streams (requests) open at once per connection.
+    pub http2_max_streams: u32,
 }
 
 impl Default for ServerSettings {
@@ -257,6 +279,13 @@ impl Default for ServerSettings {
             max_part_bytes: 8 * 1024 * 1024,
             max_tool_concurrency: 8,
             max_run_secs: 3_600,
+            max_connections: 20_000,
+            header_read_timeout_secs: 30,
+            idle_timeout_secs: 60,
+            body_timeout_secs: 60,
+            write_timeout_secs: 30,
+            http2_keepalive_secs: 20,
+            http2_max_streams: 100,
         }
     }
 }
@@ -520,6 +549,19 @@ impl Config {
                 .unwrap_or(d.max_tool_concurrency)
                 .max(1),
             max_run_secs: s.max_run_secs.unwrap_or(d.max_run_secs).max(1),
+            max_connections: s.max_connections.unwrap_or(d.max_connections).max(1),
+            header_read_timeout_secs: s
+                .header_read_timeout_secs
+                .unwrap_or(d.header_read_timeout_secs)
+                .max(1),
+            idle_timeout_secs: s.idle_timeout_secs.unwrap_or(d.idle_timeout_secs).max(1),
+            body_timeout_secs: s.body_timeout_secs.unwrap_or(d.body_timeout_secs).max(1),
+            write_timeout_secs: s.write_timeout_secs.unwrap_or(d.write_timeout_secs).max(1),
+            http2_keepalive_secs: s
+                .http2_keepalive_secs
+                .unwrap_or(d.http2_keepalive_secs)
+                .max(1),
+            http2_max_streams: s.http2_max_streams.unwrap_or(d.http2_max_streams).max(1),
         };
 
         let md = crate::model::media::MediaPolicy::default();
