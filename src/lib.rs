@@ -37,6 +37,8 @@ pub mod http1;
 #[cfg(feature = "server")]
 pub mod metrics;
 pub mod model;
+#[cfg(feature = "server")]
+pub mod outbound;
 pub mod protocol;
 #[cfg(feature = "server")]
 pub mod runs;

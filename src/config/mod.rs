@@ -79,6 +79,18 @@ struct FileConfig {
     secrets: SecretsFile,
     #[serde(default)]
     auth: auth::AuthFile,
+    #[serde(default)]
+    outbound: OutboundFile,
+}
+
+/// `[outbound]`: what URLs registered through the API may reach beyond public addresses.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutboundFile {
+    #[serde(default)]
+    trusted_endpoints: Vec<String>,
+    #[serde(default)]
+    allowed_cidrs: Vec<String>,
 }
 
 /// Where the master key that seals stored credentials comes from.
@@ -117,6 +129,8 @@ struct ServerFile {
     model_idle_timeout_secs: Option<u64>,
     #[serde(default)]
     cors_origins: Option<Vec<String>>,
+    #[serde(default)]
+    allowed_hosts: Option<Vec<String>>,
     max_concurrent_runs: Option<usize>,
     max_messages: Option<usize>,
     max_part_bytes: Option<usize>,
@@ -209,8 +223,10 @@ pub struct ServerSettings {
     pub max_body_bytes: usize,
     /// The longest silence tolerated from a model stream.
     pub model_idle_timeout_secs: u64,
-    /// Allowed CORS origins (`*` for any).
+    /// Allowed CORS origins (`*` for any); empty: pages served from loopback hosts only.
     pub cors_origins: Vec<String>,
+    /// Which `Host` headers are answered (against DNS rebinding).
+    pub allowed_hosts: HostCheck,
     /// How long a finished run's events stay replayable.
     pub run_events_keep_secs: u64,
     /// The lease that holds a thread for a run across gateways (renewed while it runs).
@@ -244,7 +260,8 @@ impl Default for ServerSettings {
             channel_capacity: 64,
             max_body_bytes: 32 * 1024 * 1024,
             model_idle_timeout_secs: 300,
-            cors_origins: vec!["*".into()],
+            cors_origins: Vec::new(),
+            allowed_hosts: HostCheck::Loopback,
             run_events_keep_secs: 600,
             lease_secs: 30,
             detach_on_disconnect: false,
@@ -258,6 +275,53 @@ impl Default for ServerSettings {
             max_tool_concurrency: 8,
             max_run_secs: 3_600,
         }
+    }
+}
+
+/// Which `Host` headers the server answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostCheck {
+    /// Any (`allowed_hosts = ["*"]`, or the default when listening on a non-loopback address).
+    Any,
+    /// Loopback names only (`localhost`, `127.0.0.1`, `[::1]`, any port): the default when
+    /// listening on a loopback address.
+    Loopback,
+    /// These host names (any port, case-insensitive).
+    List(Vec<String>),
+}
+
+impl HostCheck {
+    /// Whether a request with this `Host` value (or `:authority`) is answered.
+    pub fn allows(&self, authority: &str) -> bool {
+        match self {
+            HostCheck::Any => true,
+            HostCheck::Loopback => crate::outbound::is_loopback_host(authority),
+            HostCheck::List(names) => {
+                let host = match authority.strip_prefix('[') {
+                    Some(rest) => rest.split(']').next().map(|h| format!("[{h}]")),
+                    None => authority.rsplit_once(':').map(|(h, _)| h.to_string()),
+                }
+                .unwrap_or_else(|| authority.to_string());
+                let host = host.trim_end_matches('.');
+                names.iter().any(|n| n.eq_ignore_ascii_case(host))
+            }
+        }
+    }
+}
+
+/// `[outbound]`: what URLs registered through the API may reach beyond public addresses.
+#[derive(Debug, Clone, Default)]
+pub struct OutboundSettings {
+    /// Regexes over whole URLs that are trusted as they are.
+    pub trusted_endpoints: Vec<String>,
+    /// Address ranges that may be reached although not public.
+    pub allowed_cidrs: Vec<String>,
+}
+
+impl OutboundSettings {
+    /// The policy these settings describe.
+    pub fn policy(&self) -> Result<crate::outbound::Policy, crate::outbound::PolicyError> {
+        crate::outbound::Policy::new(&self.trusted_endpoints, &self.allowed_cidrs)
     }
 }
 
@@ -417,6 +481,8 @@ pub struct Config {
     pub server: ServerSettings,
     /// Where media URLs may be fetched from.
     pub media: crate::model::media::MediaPolicy,
+    /// Where URLs registered through the API may lead.
+    pub outbound: OutboundSettings,
     /// The agents.
     pub agents: Vec<AgentConfig>,
     /// The key that seals stored credentials.
@@ -502,6 +568,12 @@ impl Config {
                 .unwrap_or(d.model_idle_timeout_secs)
                 .max(1),
             cors_origins: s.cors_origins.unwrap_or(d.cors_origins),
+            allowed_hosts: match s.allowed_hosts {
+                Some(h) if h.iter().any(|n| n == "*") => HostCheck::Any,
+                Some(h) => HostCheck::List(h),
+                None if listen.ip().is_loopback() => HostCheck::Loopback,
+                None => HostCheck::Any,
+            },
             run_events_keep_secs: s.run_events_keep_secs.unwrap_or(d.run_events_keep_secs),
             lease_secs: s.lease_secs.unwrap_or(d.lease_secs).max(2),
             detach_on_disconnect: s.detach_on_disconnect.unwrap_or(d.detach_on_disconnect),
@@ -542,6 +614,17 @@ impl Config {
                 ));
             }
         }
+        let outbound = OutboundSettings {
+            trusted_endpoints: raw.outbound.trusted_endpoints,
+            allowed_cidrs: raw.outbound.allowed_cidrs,
+        };
+        outbound.policy().map_err(|e| {
+            let key = match e {
+                crate::outbound::PolicyError::Regex(_) => "outbound.trusted_endpoints",
+                _ => "outbound.allowed_cidrs",
+            };
+            err(key.into(), e.to_string())
+        })?;
         let mut agents = Vec::new();
         let mut ids = std::collections::HashSet::new();
         for (i, a) in raw.agents.into_iter().enumerate() {
@@ -676,6 +759,7 @@ impl Config {
             store_op_timeout,
             server,
             media,
+            outbound,
             agents,
             master_key,
         })
