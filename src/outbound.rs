@@ -249,9 +249,8 @@ impl reqwest::dns::Resolve for GuardedResolver {
         let policy = Arc::clone(&self.policy);
         Box::pin(async move {
             let host = name.as_str().to_string();
-            let found: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
-                .await?
-                .collect();
+            let found: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             let mut first_refused = None;
             let kept: Vec<SocketAddr> = found
                 .into_iter()
@@ -432,9 +431,7 @@ pub fn is_loopback_origin(origin: &[u8]) -> bool {
         .strip_prefix("http://")
         .or_else(|| origin.strip_prefix("https://"));
     match rest {
-        Some(authority) if !authority.contains(['/', '@', '?', '#']) => {
-            is_loopback_host(authority)
-        }
+        Some(authority) if !authority.contains(['/', '@', '?', '#']) => is_loopback_host(authority),
         _ => false,
     }
 }
@@ -599,7 +596,12 @@ mod tests {
     #[test]
     fn non_http_urls_are_refused() {
         let p = Policy::default();
-        for u in ["file:///etc/passwd", "ftp://8.8.8.8/", "gopher://x/", "not a url"] {
+        for u in [
+            "file:///etc/passwd",
+            "ftp://8.8.8.8/",
+            "gopher://x/",
+            "not a url",
+        ] {
             assert!(matches!(p.check_str(u), Err(Refused::BadUrl(_))), "{u}");
         }
     }

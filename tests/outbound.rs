@@ -229,8 +229,12 @@ async fn trusted_endpoints_open_exactly_what_they_match() {
     let (status, body) = predict_through(&gw, &format!("http://{}/v1", up.addr)).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(up.hits(), 1);
-    let (status, body) =
-        post(&gw, "/_plugins/_ml/connectors/_create", connector(&format!("http://{}/v1", other.addr))).await;
+    let (status, body) = post(
+        &gw,
+        "/_plugins/_ml/connectors/_create",
+        connector(&format!("http://{}/v1", other.addr)),
+    )
+    .await;
     assert_refused(status, &body, "actions[0].url");
     assert_eq!(other.hits(), 0);
 }
@@ -254,10 +258,7 @@ async fn a_redirect_from_a_trusted_endpoint_to_a_refused_one_is_not_followed() {
     assert_eq!(trusted.hits(), 1);
     assert_eq!(inside.hits(), 0, "the redirect was followed");
     assert_eq!(status, 502, "{body}");
-    assert!(
-        body.to_string().contains("redirect"),
-        "{body}"
-    );
+    assert!(body.to_string().contains("redirect"), "{body}");
 }
 
 #[tokio::test]
@@ -312,9 +313,15 @@ async fn pages_get_cors_only_from_loopback_origins_by_default() {
     let r = get("https://evil.example").await.unwrap();
     assert!(r.headers().get("access-control-allow-origin").is_none());
     let r = get("http://localhost:5173").await.unwrap();
-    assert_eq!(r.headers()["access-control-allow-origin"], "http://localhost:5173");
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "http://localhost:5173"
+    );
     let r = get("http://127.0.0.1:8080").await.unwrap();
-    assert_eq!(r.headers()["access-control-allow-origin"], "http://127.0.0.1:8080");
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "http://127.0.0.1:8080"
+    );
     // `*` only when configured.
     let open = Gateway::start("[server]\ncors_origins = [\"*\"]\n").await;
     let r = reqwest::Client::new()
@@ -369,8 +376,14 @@ async fn bodies_must_be_json() {
     for (path, ct) in [
         ("/agents/a/agui", Some("text/plain")),
         ("/agents/a/agui", None),
-        ("/_plugins/_ml/agents/_register", Some("text/plain;charset=UTF-8")),
-        ("/_plugins/_ml/connectors/_create", Some("application/x-www-form-urlencoded")),
+        (
+            "/_plugins/_ml/agents/_register",
+            Some("text/plain;charset=UTF-8"),
+        ),
+        (
+            "/_plugins/_ml/connectors/_create",
+            Some("application/x-www-form-urlencoded"),
+        ),
     ] {
         let mut req = reqwest::Client::new().post(gw.url(path)).body(body.clone());
         if let Some(ct) = ct {

@@ -352,12 +352,9 @@ impl Agent {
                         }
                         _ => net.client(),
                     };
-                    let source = crate::tools::search::start(
-                        c.clone(),
-                        Arc::clone(&deps.search),
-                        client,
-                    )
-                    .await;
+                    let source =
+                        crate::tools::search::start(c.clone(), Arc::clone(&deps.search), client)
+                            .await;
                     tools.source(source, options);
                     continue;
                 }

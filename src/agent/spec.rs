@@ -418,7 +418,8 @@ pub fn check_outbound(
     cfg: &AgentConfig,
     net: &crate::outbound::Net,
 ) -> Result<(), Invalid> {
-    let check = |field: String, url: &str| net.check(url).map_err(|e| invalid(field, e.to_string()));
+    let check =
+        |field: String, url: &str| net.check(url).map_err(|e| invalid(field, e.to_string()));
     let model_url = |m: &ModelConfig| match &m.provider {
         ProviderConfig::OpenAi { base_url, .. } | ProviderConfig::Anthropic { base_url, .. } => {
             Some(("base_url", base_url.clone()))

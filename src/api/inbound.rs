@@ -40,7 +40,12 @@ fn error(status: StatusCode, kind: &str, message: String) -> Response {
 /// parameters).
 fn is_json(v: &HeaderValue) -> bool {
     let Ok(v) = v.to_str() else { return false };
-    let essence = v.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let essence = v
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     essence == "application/json"
         || essence
             .strip_prefix("application/")
