@@ -291,6 +291,14 @@ pub enum HostCheck {
 }
 
 impl HostCheck {
+    /// The default for a listen address: loopback names on a loopback address, else any.
+    pub fn for_listen(addr: SocketAddr) -> Self {
+        match addr.ip().is_loopback() {
+            true => HostCheck::Loopback,
+            false => HostCheck::Any,
+        }
+    }
+
     /// Whether a request with this `Host` value (or `:authority`) is answered.
     pub fn allows(&self, authority: &str) -> bool {
         match self {
@@ -469,8 +477,10 @@ pub struct MemoryConfig {
 /// The resolved configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Where to listen.
+    /// Where to listen (change it with [`Config::set_listen`]: the `Host` check follows it).
     pub listen: SocketAddr,
+    /// Whether `[server] allowed_hosts` was given (else it follows `listen`).
+    pub hosts_configured: bool,
     /// Where embedded stores (search indexes, the SQLite store) keep their files.
     pub data_dir: PathBuf,
     /// PostgreSQL URL of a shared store; the embedded SQLite store when `None`.
@@ -490,6 +500,15 @@ pub struct Config {
 }
 
 impl Config {
+    /// Listens on `addr` instead; the default `Host` check follows (loopback names on a
+    /// loopback address, none elsewhere) unless `allowed_hosts` was configured.
+    pub fn set_listen(&mut self, addr: SocketAddr) {
+        self.listen = addr;
+        if !self.hosts_configured {
+            self.server.allowed_hosts = HostCheck::for_listen(addr);
+        }
+    }
+
     /// Loads `path`, or the embedded default when `None`.
     pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
         match path {
@@ -559,6 +578,7 @@ impl Config {
         };
         let d = ServerSettings::default();
         let s = raw.server;
+        let s_allowed_hosts_configured = s.allowed_hosts.is_some();
         let server = ServerSettings {
             keepalive_secs: s.keepalive_secs.unwrap_or(d.keepalive_secs).max(1),
             channel_capacity: s.channel_capacity.unwrap_or(d.channel_capacity).max(1),
@@ -568,11 +588,10 @@ impl Config {
                 .unwrap_or(d.model_idle_timeout_secs)
                 .max(1),
             cors_origins: s.cors_origins.unwrap_or(d.cors_origins),
-            allowed_hosts: match s.allowed_hosts {
+            allowed_hosts: match &s.allowed_hosts {
                 Some(h) if h.iter().any(|n| n == "*") => HostCheck::Any,
-                Some(h) => HostCheck::List(h),
-                None if listen.ip().is_loopback() => HostCheck::Loopback,
-                None => HostCheck::Any,
+                Some(h) => HostCheck::List(h.clone()),
+                None => HostCheck::for_listen(listen),
             },
             run_events_keep_secs: s.run_events_keep_secs.unwrap_or(d.run_events_keep_secs),
             lease_secs: s.lease_secs.unwrap_or(d.lease_secs).max(2),
@@ -754,6 +773,7 @@ impl Config {
         };
         Ok(Config {
             listen,
+            hosts_configured: s_allowed_hosts_configured,
             data_dir,
             store_url,
             store_op_timeout,
@@ -879,5 +899,26 @@ parameters = { type = "object", properties = { city = { type = "string" } }, req
         assert!(e.problem.contains("sytem_prompt"), "{e}");
         let e = parse("listen = [").unwrap_err();
         assert!(e.problem.starts_with("invalid TOML"));
+    }
+
+    #[test]
+    fn host_check_cors_and_outbound_defaults() {
+        let c = parse("").unwrap();
+        assert!(c.server.cors_origins.is_empty());
+        assert_eq!(c.server.allowed_hosts, HostCheck::Loopback);
+        assert!(c.server.allowed_hosts.allows("localhost:8080"));
+        assert!(!c.server.allowed_hosts.allows("evil.example"));
+        let mut c = parse("listen = \"0.0.0.0:8080\"").unwrap();
+        assert_eq!(c.server.allowed_hosts, HostCheck::Any);
+        c.set_listen("127.0.0.1:9".parse().unwrap());
+        assert_eq!(c.server.allowed_hosts, HostCheck::Loopback);
+        let mut c = parse("[server]\nallowed_hosts = [\"gw.example\"]").unwrap();
+        c.set_listen("0.0.0.0:1".parse().unwrap());
+        let h = &c.server.allowed_hosts;
+        assert!(h.allows("GW.example:443") && h.allows("gw.example") && !h.allows("localhost"));
+        let e = parse("[outbound]\ntrusted_endpoints = [\"(\"]").unwrap_err();
+        assert_eq!(e.key, "outbound.trusted_endpoints");
+        let e = parse("[outbound]\nallowed_cidrs = [\"10.0.0.0/40\"]").unwrap_err();
+        assert_eq!(e.key, "outbound.allowed_cidrs");
     }
 }
