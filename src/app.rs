@@ -8,13 +8,14 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::http::{HeaderName, HeaderValue, Method, header};
+use axum::http::{HeaderName, Method, header};
 use axum::routing::{get, post};
-use tower_http::cors::{AllowOrigin, CorsLayer};
+use tower_http::cors::CorsLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::agent::Agent;
 use crate::config::{Config, ServerSettings};
+use crate::outbound::Net;
 use crate::runs::RunManager;
 use crate::{agent, api, config, runs, store, telemetry, tools};
 
@@ -89,7 +90,7 @@ impl AppState {
         };
         let mut agents = HashMap::new();
         for a in &config.agents {
-            let agent = Agent::build(a, &client, &shared)
+            let agent = Agent::build(a, &Net::Open(client.clone()), &shared)
                 .await
                 .map_err(|e| anyhow::anyhow!("agent {:?}: {e}", a.id))?;
             agents.insert(a.id.clone(), Arc::new(agent));
@@ -103,11 +104,16 @@ impl AppState {
         }
         .map_err(|e| anyhow::anyhow!("{e}"))?;
         let search = Arc::clone(&shared.search);
+        let policy = config
+            .outbound
+            .policy()
+            .map_err(|e| anyhow::anyhow!("[outbound] {e}"))?;
+        let guarded = Net::Guarded(Arc::new(crate::outbound::Egress::new(policy)?));
         let agents = agent::registry::Agents::new(
             agents,
             Arc::clone(&store),
             Arc::new(sealer),
-            client,
+            guarded,
             shared,
             config.server.model_idle_timeout_secs,
         );
@@ -142,14 +148,8 @@ fn spawn_purger(store: Arc<dyn store::Store>) {
 
 /// The application router, without a socket (tests drive it directly).
 pub fn router(state: AppState) -> Router {
-    let origins = &state.settings.cors_origins;
-    let allow_origin = if origins.iter().any(|o| o == "*") {
-        AllowOrigin::any()
-    } else {
-        AllowOrigin::list(origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()))
-    };
     let cors = CorsLayer::new()
-        .allow_origin(allow_origin)
+        .allow_origin(api::inbound::allow_origin(&state.settings.cors_origins))
         .allow_methods([
             Method::GET,
             Method::POST,
@@ -185,6 +185,10 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             api::auth::require,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            api::inbound::guard,
         ))
         .layer(cors);
     if telemetry::exporting() {

@@ -35,6 +35,8 @@ pub mod conversation;
 #[cfg(feature = "server")]
 pub mod metrics;
 pub mod model;
+#[cfg(feature = "server")]
+pub mod outbound;
 pub mod protocol;
 #[cfg(feature = "server")]
 pub mod runs;

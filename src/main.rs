@@ -171,7 +171,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve { config, listen } => {
             let mut cfg = Config::load(config.as_deref())?;
             if let Some(addr) = listen {
-                cfg.listen = addr;
+                cfg.set_listen(addr);
             }
             let state = AppState::from_config(&cfg).await?;
             let listener = tokio::net::TcpListener::bind(cfg.listen)

@@ -22,6 +22,7 @@ use crate::model::media::MediaPolicy;
 use crate::model::openai::{OpenAiProvider, OpenAiSettings};
 use crate::model::scripted::ScriptedProvider;
 use crate::model::{InferenceParams, Provider};
+use crate::outbound::{Net, Refused};
 use crate::tools::builtin::{Calculator, Publish, StateTool};
 use crate::tools::http::HttpTool;
 use crate::tools::model_tool::ModelTool;
@@ -263,13 +264,11 @@ impl std::fmt::Debug for Agent {
 }
 
 impl Agent {
-    /// Builds an agent from resolved config, sharing `client` for all HTTP traffic.
-    pub async fn build(
-        cfg: &AgentConfig,
-        client: &reqwest::Client,
-        deps: &Shared,
-    ) -> Result<Self, String> {
-        let provider = build_provider(&cfg.model, client);
+    /// Builds an agent from resolved config. `net` hands out the HTTP client of each URL: the
+    /// shared unchecked one for the config file's agents, the outbound policy's for registered
+    /// ones.
+    pub async fn build(cfg: &AgentConfig, net: &Net, deps: &Shared) -> Result<Self, String> {
+        let provider = build_provider(&cfg.model, net).map_err(|e| e.to_string())?;
         let mut tools = RegistryBuilder::default();
         for t in &cfg.tools {
             let options = t.options.clone();
@@ -281,7 +280,8 @@ impl Agent {
                     headers,
                 } => Arc::new(HttpTool::new(
                     spec.clone(),
-                    client.clone(),
+                    net.client_for(url)
+                        .map_err(|e| format!("tool {:?}: {e}", spec.name))?,
                     url.clone(),
                     *method,
                     headers.clone(),
@@ -310,29 +310,51 @@ impl Agent {
                     system_prompt,
                 } => Arc::new(ModelTool::new(
                     spec.clone(),
-                    build_provider(model, client),
+                    build_provider(model, net).map_err(|e| e.to_string())?,
                     model.params.clone(),
                     prompt.clone(),
                     system_prompt.clone(),
                 )),
                 ToolKind::Mcp(c) => {
-                    tools.source(crate::tools::mcp::start(c.clone()).await, options);
+                    let client = match &c.transport {
+                        crate::tools::mcp::McpTransport::Http { url, .. } => net
+                            // rmcp's own client keeps no idle connections either.
+                            .own_client_for(url.as_str(), |b| b.pool_max_idle_per_host(0))
+                            .map_err(|e| format!("MCP server {:?}: {e}", c.name))?,
+                        _ => None,
+                    };
+                    tools.source(
+                        crate::tools::mcp::start_with(c.clone(), client).await,
+                        options,
+                    );
                     continue;
                 }
                 ToolKind::OpenApi(c) => {
                     tools.source(
-                        crate::tools::openapi::start(c.clone(), client.clone()).await,
+                        crate::tools::openapi::start(c.clone(), net.clone()).await,
                         options,
                     );
                     continue;
                 }
                 ToolKind::Search(c) => {
-                    let source = crate::tools::search::start(
-                        c.clone(),
-                        Arc::clone(&deps.search),
-                        client.clone(),
-                    )
-                    .await;
+                    let client = match &c.backend {
+                        crate::tools::search::Backend::OpenSearch {
+                            url, verify_tls, ..
+                        } => {
+                            if !verify_tls && !net.is_open() {
+                                return Err(format!(
+                                    "search {:?}: verify_tls = false only in the config file",
+                                    c.name
+                                ));
+                            }
+                            net.client_for(url.as_str())
+                                .map_err(|e| format!("search {:?}: {e}", c.name))?
+                        }
+                        _ => net.client(),
+                    };
+                    let source =
+                        crate::tools::search::start(c.clone(), Arc::clone(&deps.search), client)
+                            .await;
                     tools.source(source, options);
                     continue;
                 }
@@ -362,24 +384,40 @@ impl Agent {
     }
 }
 
-/// The provider a model config names.
-pub fn build_provider(model: &ModelConfig, client: &reqwest::Client) -> Arc<dyn Provider> {
+/// The provider a model config names, with the client `net` gives its URL.
+pub fn build_provider(model: &ModelConfig, net: &Net) -> Result<Arc<dyn Provider>, Refused> {
     let idle_timeout = Duration::from_secs(model.idle_timeout_secs);
-    let h2c;
-    let client = match model.http2_prior_knowledge {
-        true => {
-            h2c = reqwest::Client::builder()
-                .connect_timeout(Duration::from_secs(10))
-                .http2_prior_knowledge()
-                .build()
-                .unwrap_or_else(|_| client.clone());
-            &h2c
+    let url = match &model.provider {
+        ProviderConfig::OpenAi { base_url, .. } | ProviderConfig::Anthropic { base_url, .. } => {
+            Some(base_url.as_str())
         }
-        false => client,
+        ProviderConfig::Bedrock { endpoint_url, .. } => {
+            // The AWS SDK brings its own HTTP client: the endpoint's literal address is
+            // checked here, its DNS answers are not (see the README's security section).
+            if let Some(u) = endpoint_url {
+                net.check(u)?;
+            }
+            None
+        }
+        ProviderConfig::Scripted { .. } => None,
     };
+    let client = match (url, net) {
+        (Some(u), _) => net.client_for(u)?,
+        (None, _) => net.client(),
+    };
+    let client = match (model.http2_prior_knowledge, net) {
+        // Only the config file sets it; registered models speak what the guarded client does.
+        (true, Net::Open(_)) => reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .http2_prior_knowledge()
+            .build()
+            .unwrap_or(client),
+        _ => client,
+    };
+    let client = &client;
 
     let model_id = model.model_id.clone();
-    match &model.provider {
+    Ok(match &model.provider {
         ProviderConfig::OpenAi {
             base_url,
             api_key,
@@ -432,5 +470,5 @@ pub fn build_provider(model: &ModelConfig, client: &reqwest::Client) -> Arc<dyn 
         ProviderConfig::Scripted { fixture } => {
             Arc::new(ScriptedProvider::new(fixture.clone(), model_id))
         }
-    }
+    })
 }

@@ -36,8 +36,9 @@ pub struct Agents {
     store: Arc<dyn Store>,
     /// Seals and opens credentials.
     sealer: Arc<Sealer>,
-    /// Shared HTTP client.
-    client: reqwest::Client,
+    /// HTTP clients under the outbound URL policy (registered URLs are the API's, not the
+    /// operator's).
+    net: crate::outbound::Net,
     /// What agents share.
     shared: Shared,
     /// Default stream idle limit for registered agents' models.
@@ -155,7 +156,7 @@ impl Agents {
         fixed: HashMap<String, Arc<Agent>>,
         store: Arc<dyn Store>,
         sealer: Arc<Sealer>,
-        client: reqwest::Client,
+        net: crate::outbound::Net,
         shared: Shared,
         idle_timeout_secs: u64,
     ) -> Self {
@@ -164,7 +165,7 @@ impl Agents {
             registered: DashMap::new(),
             store,
             sealer,
-            client,
+            net,
             shared,
             idle_timeout_secs,
         }
@@ -183,9 +184,9 @@ impl Agents {
         }
     }
 
-    /// The shared HTTP client.
-    pub fn client(&self) -> &reqwest::Client {
-        &self.client
+    /// The HTTP clients of registered entries.
+    pub fn net(&self) -> &crate::outbound::Net {
+        &self.net
     }
 
     /// The config file's agents.
@@ -240,7 +241,8 @@ impl Agents {
 
     async fn build(&self, id: &str, body: &Value) -> Result<Agent, RegistryError> {
         let compiled = spec::compile(id, body, &self.models(), self.idle_timeout_secs).await?;
-        let mut agent = Agent::build(&compiled.config, &self.client, &self.shared)
+        spec::check_outbound(body, &compiled.config, &self.net)?;
+        let mut agent = Agent::build(&compiled.config, &self.net, &self.shared)
             .await
             .map_err(|p| Invalid {
                 field: "tools".into(),

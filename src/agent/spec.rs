@@ -410,6 +410,71 @@ fn percent_decode(s: &str) -> String {
         .unwrap_or_else(|| s.to_string())
 }
 
+/// Checks every URL a compiled registration will reach against the outbound URL policy
+/// (`net`), naming the registration's field: literal refused addresses and `localhost` fail
+/// here, names that resolve inside fail when the request goes out.
+pub fn check_outbound(
+    body: &Value,
+    cfg: &AgentConfig,
+    net: &crate::outbound::Net,
+) -> Result<(), Invalid> {
+    let check =
+        |field: String, url: &str| net.check(url).map_err(|e| invalid(field, e.to_string()));
+    let model_url = |m: &ModelConfig| match &m.provider {
+        ProviderConfig::OpenAi { base_url, .. } | ProviderConfig::Anthropic { base_url, .. } => {
+            Some(("base_url", base_url.clone()))
+        }
+        ProviderConfig::Bedrock { endpoint_url, .. } => {
+            endpoint_url.clone().map(|u| ("endpoint_url", u))
+        }
+        ProviderConfig::Scripted { .. } => None,
+    };
+    if let Some((key, url)) = model_url(&cfg.model) {
+        let field = match body.get("model") {
+            Some(_) => format!("model.model_parameters.{key}"),
+            None => "llm.model_id".to_string(),
+        };
+        check(field, &url)?;
+    }
+    for (i, t) in cfg.tools.iter().enumerate() {
+        let f = |k: &str| format!("tools[{i}].{k}");
+        match &t.kind {
+            ToolKind::Http { url, .. } => check(f("url"), url)?,
+            ToolKind::Model { model, .. } => {
+                if let Some((_, url)) = model_url(model) {
+                    check(f("parameters.model_id"), &url)?;
+                }
+            }
+            ToolKind::Mcp(c) => {
+                if let crate::tools::mcp::McpTransport::Http { url, .. } = &c.transport {
+                    check(f("url"), url.as_str())?;
+                }
+            }
+            ToolKind::OpenApi(c) => {
+                match &c.spec {
+                    crate::tools::openapi::SpecSource::Url(u) => check(f("spec_url"), u)?,
+                    crate::tools::openapi::SpecSource::File(_) => {
+                        return Err(invalid(
+                            f("spec"),
+                            "OpenAPI documents read from files can only be configured in the config file; give spec_url",
+                        ));
+                    }
+                }
+                if let Some(u) = &c.base_url {
+                    check(f("base_url"), u)?;
+                }
+            }
+            ToolKind::Search(c) => {
+                if let crate::tools::search::Backend::OpenSearch { url, .. } = &c.backend {
+                    check(f("url"), url.as_str())?;
+                }
+            }
+            ToolKind::State { .. } | ToolKind::Builtin { .. } => {}
+        }
+    }
+    Ok(())
+}
+
 /// What a registration compiles to.
 #[derive(Debug, Clone)]
 pub struct Compiled {

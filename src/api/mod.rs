@@ -3,6 +3,7 @@
 pub mod agui;
 pub mod auth;
 pub mod health;
+pub mod inbound;
 pub mod memory;
 pub mod ml;
 pub mod search;

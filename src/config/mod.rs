@@ -79,6 +79,18 @@ struct FileConfig {
     secrets: SecretsFile,
     #[serde(default)]
     auth: auth::AuthFile,
+    #[serde(default)]
+    outbound: OutboundFile,
+}
+
+/// `[outbound]`: what URLs registered through the API may reach beyond public addresses.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutboundFile {
+    #[serde(default)]
+    trusted_endpoints: Vec<String>,
+    #[serde(default)]
+    allowed_cidrs: Vec<String>,
 }
 
 /// Where the master key that seals stored credentials comes from.
@@ -117,6 +129,8 @@ struct ServerFile {
     model_idle_timeout_secs: Option<u64>,
     #[serde(default)]
     cors_origins: Option<Vec<String>>,
+    #[serde(default)]
+    allowed_hosts: Option<Vec<String>>,
     max_concurrent_runs: Option<usize>,
     max_messages: Option<usize>,
     max_part_bytes: Option<usize>,
@@ -216,8 +230,10 @@ pub struct ServerSettings {
     pub max_body_bytes: usize,
     /// The longest silence tolerated from a model stream.
     pub model_idle_timeout_secs: u64,
-    /// Allowed CORS origins (`*` for any).
+    /// Allowed CORS origins (`*` for any); empty: pages served from loopback hosts only.
     pub cors_origins: Vec<String>,
+    /// Which `Host` headers are answered (against DNS rebinding).
+    pub allowed_hosts: HostCheck,
     /// How long a finished run's events stay replayable.
     pub run_events_keep_secs: u64,
     /// The lease that holds a thread for a run across gateways (renewed while it runs).
@@ -266,7 +282,8 @@ impl Default for ServerSettings {
             channel_capacity: 64,
             max_body_bytes: 32 * 1024 * 1024,
             model_idle_timeout_secs: 300,
-            cors_origins: vec!["*".into()],
+            cors_origins: Vec::new(),
+            allowed_hosts: HostCheck::Loopback,
             run_events_keep_secs: 600,
             lease_secs: 30,
             detach_on_disconnect: false,
@@ -287,6 +304,61 @@ impl Default for ServerSettings {
             http2_keepalive_secs: 20,
             http2_max_streams: 100,
         }
+    }
+}
+
+/// Which `Host` headers the server answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostCheck {
+    /// Any (`allowed_hosts = ["*"]`, or the default when listening on a non-loopback address).
+    Any,
+    /// Loopback names only (`localhost`, `127.0.0.1`, `[::1]`, any port): the default when
+    /// listening on a loopback address.
+    Loopback,
+    /// These host names (any port, case-insensitive).
+    List(Vec<String>),
+}
+
+impl HostCheck {
+    /// The default for a listen address: loopback names on a loopback address, else any.
+    pub fn for_listen(addr: SocketAddr) -> Self {
+        match addr.ip().is_loopback() {
+            true => HostCheck::Loopback,
+            false => HostCheck::Any,
+        }
+    }
+
+    /// Whether a request with this `Host` value (or `:authority`) is answered.
+    pub fn allows(&self, authority: &str) -> bool {
+        match self {
+            HostCheck::Any => true,
+            HostCheck::Loopback => crate::outbound::is_loopback_host(authority),
+            HostCheck::List(names) => {
+                let host = match authority.strip_prefix('[') {
+                    Some(rest) => rest.split(']').next().map(|h| format!("[{h}]")),
+                    None => authority.rsplit_once(':').map(|(h, _)| h.to_string()),
+                }
+                .unwrap_or_else(|| authority.to_string());
+                let host = host.trim_end_matches('.');
+                names.iter().any(|n| n.eq_ignore_ascii_case(host))
+            }
+        }
+    }
+}
+
+/// `[outbound]`: what URLs registered through the API may reach beyond public addresses.
+#[derive(Debug, Clone, Default)]
+pub struct OutboundSettings {
+    /// Regexes over whole URLs that are trusted as they are.
+    pub trusted_endpoints: Vec<String>,
+    /// Address ranges that may be reached although not public.
+    pub allowed_cidrs: Vec<String>,
+}
+
+impl OutboundSettings {
+    /// The policy these settings describe.
+    pub fn policy(&self) -> Result<crate::outbound::Policy, crate::outbound::PolicyError> {
+        crate::outbound::Policy::new(&self.trusted_endpoints, &self.allowed_cidrs)
     }
 }
 
@@ -434,8 +506,10 @@ pub struct MemoryConfig {
 /// The resolved configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Where to listen.
+    /// Where to listen (change it with [`Config::set_listen`]: the `Host` check follows it).
     pub listen: SocketAddr,
+    /// Whether `[server] allowed_hosts` was given (else it follows `listen`).
+    pub hosts_configured: bool,
     /// Where embedded stores (search indexes, the SQLite store) keep their files.
     pub data_dir: PathBuf,
     /// PostgreSQL URL of a shared store; the embedded SQLite store when `None`.
@@ -446,6 +520,8 @@ pub struct Config {
     pub server: ServerSettings,
     /// Where media URLs may be fetched from.
     pub media: crate::model::media::MediaPolicy,
+    /// Where URLs registered through the API may lead.
+    pub outbound: OutboundSettings,
     /// The agents.
     pub agents: Vec<AgentConfig>,
     /// The key that seals stored credentials.
@@ -453,6 +529,15 @@ pub struct Config {
 }
 
 impl Config {
+    /// Listens on `addr` instead; the default `Host` check follows (loopback names on a
+    /// loopback address, none elsewhere) unless `allowed_hosts` was configured.
+    pub fn set_listen(&mut self, addr: SocketAddr) {
+        self.listen = addr;
+        if !self.hosts_configured {
+            self.server.allowed_hosts = HostCheck::for_listen(addr);
+        }
+    }
+
     /// Loads `path`, or the embedded default when `None`.
     pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
         match path {
@@ -522,6 +607,7 @@ impl Config {
         };
         let d = ServerSettings::default();
         let s = raw.server;
+        let s_allowed_hosts_configured = s.allowed_hosts.is_some();
         let server = ServerSettings {
             keepalive_secs: s.keepalive_secs.unwrap_or(d.keepalive_secs).max(1),
             channel_capacity: s.channel_capacity.unwrap_or(d.channel_capacity).max(1),
@@ -531,6 +617,11 @@ impl Config {
                 .unwrap_or(d.model_idle_timeout_secs)
                 .max(1),
             cors_origins: s.cors_origins.unwrap_or(d.cors_origins),
+            allowed_hosts: match &s.allowed_hosts {
+                Some(h) if h.iter().any(|n| n == "*") => HostCheck::Any,
+                Some(h) => HostCheck::List(h.clone()),
+                None => HostCheck::for_listen(listen),
+            },
             run_events_keep_secs: s.run_events_keep_secs.unwrap_or(d.run_events_keep_secs),
             lease_secs: s.lease_secs.unwrap_or(d.lease_secs).max(2),
             detach_on_disconnect: s.detach_on_disconnect.unwrap_or(d.detach_on_disconnect),
@@ -584,6 +675,17 @@ impl Config {
                 ));
             }
         }
+        let outbound = OutboundSettings {
+            trusted_endpoints: raw.outbound.trusted_endpoints,
+            allowed_cidrs: raw.outbound.allowed_cidrs,
+        };
+        outbound.policy().map_err(|e| {
+            let key = match e {
+                crate::outbound::PolicyError::Regex(_) => "outbound.trusted_endpoints",
+                _ => "outbound.allowed_cidrs",
+            };
+            err(key.into(), e.to_string())
+        })?;
         let mut agents = Vec::new();
         let mut ids = std::collections::HashSet::new();
         for (i, a) in raw.agents.into_iter().enumerate() {
@@ -713,11 +815,13 @@ impl Config {
         };
         Ok(Config {
             listen,
+            hosts_configured: s_allowed_hosts_configured,
             data_dir,
             store_url,
             store_op_timeout,
             server,
             media,
+            outbound,
             agents,
             master_key,
         })
@@ -837,5 +941,26 @@ parameters = { type = "object", properties = { city = { type = "string" } }, req
         assert!(e.problem.contains("sytem_prompt"), "{e}");
         let e = parse("listen = [").unwrap_err();
         assert!(e.problem.starts_with("invalid TOML"));
+    }
+
+    #[test]
+    fn host_check_cors_and_outbound_defaults() {
+        let c = parse("").unwrap();
+        assert!(c.server.cors_origins.is_empty());
+        assert_eq!(c.server.allowed_hosts, HostCheck::Loopback);
+        assert!(c.server.allowed_hosts.allows("localhost:8080"));
+        assert!(!c.server.allowed_hosts.allows("evil.example"));
+        let mut c = parse("listen = \"0.0.0.0:8080\"").unwrap();
+        assert_eq!(c.server.allowed_hosts, HostCheck::Any);
+        c.set_listen("127.0.0.1:9".parse().unwrap());
+        assert_eq!(c.server.allowed_hosts, HostCheck::Loopback);
+        let mut c = parse("[server]\nallowed_hosts = [\"gw.example\"]").unwrap();
+        c.set_listen("0.0.0.0:1".parse().unwrap());
+        let h = &c.server.allowed_hosts;
+        assert!(h.allows("GW.example:443") && h.allows("gw.example") && !h.allows("localhost"));
+        let e = parse("[outbound]\ntrusted_endpoints = [\"(\"]").unwrap_err();
+        assert_eq!(e.key, "outbound.trusted_endpoints");
+        let e = parse("[outbound]\nallowed_cidrs = [\"10.0.0.0/40\"]").unwrap_err();
+        assert_eq!(e.key, "outbound.allowed_cidrs");
     }
 }

@@ -29,6 +29,29 @@ pub(crate) fn invalid(field: impl Into<String>, problem: impl Into<String>) -> I
     }
 }
 
+/// Checks a connector's URLs against the outbound URL policy (`net`) when they are written
+/// out; a URL whose host comes from a placeholder is checked when `_predict` fills it in.
+pub fn check_urls(doc: &Value, prefix: &str, net: &crate::outbound::Net) -> Result<(), Invalid> {
+    let literal = |u: &str| !u.contains("${");
+    if let Some(actions) = doc.get("actions").and_then(Value::as_array) {
+        for (i, a) in actions.iter().enumerate() {
+            if let Some(u) = a.get("url").and_then(Value::as_str).filter(|u| literal(u)) {
+                net.check(u)
+                    .map_err(|e| invalid(format!("{prefix}actions[{i}].url"), e.to_string()))?;
+            }
+        }
+    }
+    if let Some(u) = doc
+        .pointer("/parameters/endpoint_url")
+        .and_then(Value::as_str)
+        .filter(|u| literal(u))
+    {
+        net.check(u)
+            .map_err(|e| invalid(format!("{prefix}parameters.endpoint_url"), e.to_string()))?;
+    }
+    Ok(())
+}
+
 /// The protocols a connector may use.
 pub const PROTOCOLS: &[&str] = &["http", "aws_sigv4"];
 
@@ -171,6 +194,9 @@ pub enum CallError {
     /// The upstream answered something that is not JSON.
     #[error("the model endpoint answered something that is not JSON")]
     NotJson,
+    /// The outbound URL policy refuses the URL (a client fault).
+    #[error(transparent)]
+    Refused(#[from] crate::outbound::Refused),
 }
 
 /// A connector with its credential, ready to call.
@@ -208,7 +234,7 @@ impl Connector<'_> {
     /// Runs the `predict` action with `overrides` and answers in `_predict`'s shape.
     pub async fn predict(
         &self,
-        client: &reqwest::Client,
+        net: &crate::outbound::Net,
         overrides: &Map<String, Value>,
     ) -> Result<Value, CallError> {
         let Some(action) = self.action("predict") else {
@@ -229,6 +255,8 @@ impl Connector<'_> {
             action.get("url").and_then(Value::as_str).unwrap_or(""),
             Escape::Raw,
         )?;
+        // Checked once filled in: parameters given to `_predict` may change the host.
+        let client = net.client_for(&url)?;
         let url = url::Url::parse(&url)
             .map_err(|e| CallError::Template(format!("the url {url:?} is not valid: {e}")))?;
         let mut headers: Vec<(String, String)> = Vec::new();

@@ -61,34 +61,10 @@ pub struct Dropped {
     pub reason: String,
 }
 
-/// Whether an address is one a fetch must not reach unless private fetches are allowed.
+/// Whether an address is one a fetch must not reach unless private fetches are allowed: the
+/// outbound URL policy's classifier (embedded IPv4 in IPv6 forms included).
 pub fn is_private(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || o[0] == 0
-                || (o[0] == 100 && (64..128).contains(&o[1]))
-                || (o[0] == 192 && o[1] == 0 && o[2] == 0)
-                || (o[0] == 198 && (o[1] == 18 || o[1] == 19))
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_private(IpAddr::V4(v4));
-            }
-            let s = v6.segments();
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (s[0] & 0xfe00) == 0xfc00
-                || (s[0] & 0xffc0) == 0xfe80
-        }
-    }
+    crate::outbound::classify(ip).is_some()
 }
 
 fn host_allowed(host: &str, allow: &[String]) -> bool {

@@ -33,6 +33,10 @@ pub fn temp_dir(prefix: &str) -> std::path::PathBuf {
     d
 }
 
+/// The `[outbound]` table that lets registered connectors, models and tools reach the fake
+/// upstreams on 127.0.0.1 (added by [`Gateway::start`] to configs without an `[outbound]`).
+pub const TRUST_LOOPBACK: &str = "[outbound]\nallowed_cidrs = [\"127.0.0.0/8\"]\n";
+
 /// A running gateway.
 pub struct Gateway {
     pub addr: SocketAddr,
@@ -50,6 +54,13 @@ impl Gateway {
             )
             .with_test_writer()
             .try_init();
+        // Fake upstreams listen on 127.0.0.1, which the outbound URL policy refuses to what is
+        // registered through the API unless trusted: suites that register them say so here.
+        let config_toml = &if config_toml.contains("[outbound]") {
+            config_toml.to_string()
+        } else {
+            format!("{config_toml}\n{TRUST_LOOPBACK}")
+        };
         let mut config = Config::parse(config_toml, "test.toml", None).expect("test config");
         if !config_toml.contains("data_dir") {
             config.data_dir = temp_dir("gw");

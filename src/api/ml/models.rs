@@ -39,6 +39,7 @@ pub async fn create_connector(
 ) -> Result<Json<Value>, MlError> {
     let body = json_body(body)?;
     let (public, cred) = validate(&body, "")?;
+    crate::connector::check_urls(&public, "", state.agents.net())?;
     let id = new_doc_id();
     let name = public["name"].as_str().unwrap_or("").to_string();
     let mut doc = Doc::new(&id, name, public);
@@ -167,6 +168,7 @@ pub async fn register_model(
         (Some(_), None) => return Err(MlError::bad("connector_id", "must be a string")),
         (None, Some(c)) => {
             let (public, cred) = validate(c, "connector.")?;
+            crate::connector::check_urls(&public, "connector.", state.agents.net())?;
             stored["connector"] = public;
             sealed = seal(&state, &id, cred)?;
         }
@@ -274,8 +276,9 @@ pub async fn predict(
         doc: &model.connector,
         credential: &model.credential,
     };
-    match connector.predict(state.agents.client(), &params).await {
+    match connector.predict(state.agents.net(), &params).await {
         Ok(v) => Ok(Json(v)),
+        Err(CallError::Refused(e)) => Err(MlError::bad("actions.url", e.to_string())),
         Err(CallError::Template(m)) => Err(MlError::bad("parameters", m)),
         Err(CallError::Upstream { status, body }) => Err(MlError::Upstream {
             reason: format!("the model endpoint answered {status}"),
@@ -306,7 +309,8 @@ async fn scripted_predict(
         params,
         state.settings.model_idle_timeout_secs,
     )?;
-    let provider = crate::agent::build_provider(&cfg, state.agents.client());
+    let provider = crate::agent::build_provider(&cfg, state.agents.net())
+        .map_err(|e| MlError::bad("model", e.to_string()))?;
     let mut stream = provider.stream(ModelRequest {
         messages: vec![Message::user_text(prompt)],
         ..ModelRequest::default()

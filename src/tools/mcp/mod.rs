@@ -66,6 +66,8 @@ enum Status {
 
 struct Inner {
     cfg: McpConfig,
+    /// The HTTP client of a streamable-HTTP server; `None`: rmcp's default.
+    client: Option<reqwest::Client>,
     link: Arc<Link>,
     tools: RwLock<Arc<Vec<SourceTool>>>,
     status: RwLock<Status>,
@@ -92,6 +94,12 @@ fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 /// Starts the source; never fails (a server that is down has no tools until it comes up).
 /// Waits a few seconds at most for the first connection; the rest happens in the background.
 pub async fn start(cfg: McpConfig) -> Arc<dyn ToolSource> {
+    start_with(cfg, None).await
+}
+
+/// [`start`] with the HTTP client of a streamable-HTTP server (the outbound policy's guarded
+/// client for servers registered through the API); `None`: rmcp's own.
+pub async fn start_with(cfg: McpConfig, client: Option<reqwest::Client>) -> Arc<dyn ToolSource> {
     let redactor = Redactor::new(&cfg.transport);
     let inner = Arc::new(Inner {
         link: Arc::new(Link {
@@ -101,6 +109,7 @@ pub async fn start(cfg: McpConfig) -> Arc<dyn ToolSource> {
             redactor,
         }),
         cfg,
+        client,
         tools: RwLock::new(Arc::new(Vec::new())),
         status: RwLock::new(Status::Connecting),
         list_changed: Arc::new(Notify::new()),

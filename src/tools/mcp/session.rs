@@ -335,7 +335,10 @@ async fn connect(
             if let Some(token) = bearer_token {
                 config = config.auth_header(token.expose());
             }
-            let transport = StreamableHttpClientTransport::from_config(config);
+            let transport = match &inner.client {
+                Some(c) => StreamableHttpClientTransport::with_client(c.clone(), config),
+                None => StreamableHttpClientTransport::from_config(config),
+            };
             handler
                 .serve_with_ct(transport, ct)
                 .await

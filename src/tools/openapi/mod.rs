@@ -282,8 +282,10 @@ fn env_secret(var: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Secret,
 
 /// Loads the document and builds one tool per operation. Never fails: a document that cannot
 /// be loaded leaves the source without tools, and health says why.
-pub async fn start(cfg: OpenApiConfig, client: reqwest::Client) -> Arc<dyn ToolSource> {
-    let (tools, health) = match build(&cfg, &client).await {
+/// `net` checks the document's URL and the API's server URL when the entry was registered
+/// through the API.
+pub async fn start(cfg: OpenApiConfig, net: crate::outbound::Net) -> Arc<dyn ToolSource> {
+    let (tools, health) = match build(&cfg, &net).await {
         Ok(built) => built,
         Err(e) => {
             tracing::warn!(source = %cfg.name, error = %e, "OpenAPI document not loaded; the source has no tools");
@@ -321,11 +323,16 @@ impl ToolSource for OpenApiSource {
 
 async fn build(
     cfg: &OpenApiConfig,
-    client: &reqwest::Client,
+    net: &crate::outbound::Net,
 ) -> Result<(Vec<SourceTool>, Value), String> {
-    let (doc, doc_url) = load(cfg, client).await?;
+    let (doc, doc_url) = load(cfg, net).await?;
     check_version(&doc)?;
     let base = server_url(cfg.base_url.as_deref(), &doc, doc_url.as_ref())?;
+    // The document names the server: a registered one must not point it inside.
+    let client = net
+        .client_for(&base)
+        .map_err(|e| format!("the API's server URL: {e}"))?;
+    let client = &client;
     let reserved_headers = match &cfg.auth {
         Some(Auth::Header { name, .. }) => vec![name.to_ascii_lowercase()],
         _ => Vec::new(),
@@ -380,7 +387,7 @@ async fn build(
 /// The parsed document, and its URL when it was fetched (relative servers resolve against it).
 async fn load(
     cfg: &OpenApiConfig,
-    client: &reqwest::Client,
+    net: &crate::outbound::Net,
 ) -> Result<(Value, Option<url::Url>), String> {
     let (bytes, url) = match &cfg.spec {
         SpecSource::File(path) => {
@@ -391,7 +398,8 @@ async fn load(
         }
         SpecSource::Url(u) => {
             let url = url::Url::parse(u).map_err(|e| format!("spec_url: {e}"))?;
-            (fetch(cfg, client, &url).await?, Some(url))
+            let client = net.client_for(u).map_err(|e| format!("spec_url: {e}"))?;
+            (fetch(cfg, &client, &url).await?, Some(url))
         }
     };
     if bytes.len() > MAX_DOCUMENT {
