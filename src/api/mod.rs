@@ -5,6 +5,7 @@ pub mod auth;
 pub mod health;
 pub mod memory;
 pub mod ml;
+pub mod owner;
 pub mod search;
 pub mod web;
 
