@@ -156,10 +156,19 @@ async fn a_thread_is_claimed_once_and_runs_remember_who_started_them() {
     for store in stores().await {
         let thread = unique("t");
         assert_eq!(store.thread_owner("a", &thread).await.unwrap(), None);
-        assert_eq!(store.claim_thread("a", &thread, "alice").await.unwrap(), "alice");
+        assert_eq!(
+            store.claim_thread("a", &thread, "alice").await.unwrap(),
+            "alice"
+        );
         // A second claim finds the first owner; the same id of another agent is another thread.
-        assert_eq!(store.claim_thread("a", &thread, "bob").await.unwrap(), "alice");
-        assert_eq!(store.claim_thread("b", &thread, "bob").await.unwrap(), "bob");
+        assert_eq!(
+            store.claim_thread("a", &thread, "bob").await.unwrap(),
+            "alice"
+        );
+        assert_eq!(
+            store.claim_thread("b", &thread, "bob").await.unwrap(),
+            "bob"
+        );
         assert_eq!(
             store.thread_owner("a", &thread).await.unwrap().as_deref(),
             Some("alice"),
@@ -186,7 +195,10 @@ async fn a_thread_is_claimed_once_and_runs_remember_who_started_them() {
             })
             .await
             .unwrap();
-        assert_eq!(store.run(&run.run_id).await.unwrap().unwrap().owner, "alice");
+        assert_eq!(
+            store.run(&run.run_id).await.unwrap().unwrap().owner,
+            "alice"
+        );
         assert_eq!(
             store.run_owner(&run.run_id).await.unwrap().as_deref(),
             Some("alice")

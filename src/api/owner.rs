@@ -68,9 +68,9 @@ pub async fn check_container(
         return Ok(());
     }
     match state.store.container(&id).await? {
-        Some(c) if !who.may_use(c.owner.as_deref()) => Err(Refusal::NotFound(format!(
-            "no memory container {id:?}"
-        ))),
+        Some(c) if !who.may_use(c.owner.as_deref()) => {
+            Err(Refusal::NotFound(format!("no memory container {id:?}")))
+        }
         _ => Ok(()),
     }
 }

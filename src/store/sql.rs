@@ -265,6 +265,10 @@ impl Store for SqlStore {
         owner: &str,
     ) -> Result<String, StoreError> {
         self.timed(async move {
+            // Most runs are on a thread already claimed: one read, and no write lock taken.
+            if let Some(o) = self.thread_owner_now(agent, thread).await? {
+                return Ok(o);
+            }
             let claim = self.sql(
                 "INSERT INTO threads (agent_id, thread_id, owner, created_at) VALUES ($1, $2, $3, $4) \
                  ON CONFLICT (agent_id, thread_id) DO NOTHING",
