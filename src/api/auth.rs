@@ -3,7 +3,8 @@
 //! compared in constant time with the configured hashes. Public without a key: `/healthz` and
 //! the web demo's files. Runs of an agent (`/agents/{id}/agui...`, the agent API's
 //! `_execute`) need a key that lists the agent; `GET /agents` and task results need any key;
-//! everything else (registering, ingesting, memory) needs an `admin` key.
+//! everything else (registering, ingesting, memory) needs an `admin` key. What a key creates
+//! (threads, runs, tasks, memory) is its own: see [`crate::api::owner`].
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
