@@ -1,6 +1,6 @@
 /// The store suite, run against SQLite (always) and PostgreSQL (`AGUI_TEST_PG`, which CI sets):
 /// ordered threads deduplicated by message id, leases that exclude a second run until released
-/// or expired, event logs replayed after a sequence number, expiry.
+/// or expired, event logs replayed after a sequence number, expiry, owners of threads and runs.
 mod common;
 
 use std::sync::Arc;
@@ -152,6 +152,61 @@ async fn leases_exclude_a_second_run_until_released_or_expired() {
 }
 
 #[tokio::test]
+async fn a_thread_is_claimed_once_and_runs_remember_who_started_them() {
+    for store in stores().await {
+        let thread = unique("t");
+        assert_eq!(store.thread_owner("a", &thread).await.unwrap(), None);
+        assert_eq!(
+            store.claim_thread("a", &thread, "alice").await.unwrap(),
+            "alice"
+        );
+        // A second claim finds the first owner; the same id of another agent is another thread.
+        assert_eq!(
+            store.claim_thread("a", &thread, "bob").await.unwrap(),
+            "alice"
+        );
+        assert_eq!(
+            store.claim_thread("b", &thread, "bob").await.unwrap(),
+            "bob"
+        );
+        assert_eq!(
+            store.thread_owner("a", &thread).await.unwrap().as_deref(),
+            Some("alice"),
+            "{}",
+            store.kind()
+        );
+        // Deleting the thread lets it go.
+        store.delete_thread("a", &thread).await.unwrap();
+        assert_eq!(store.thread_owner("a", &thread).await.unwrap(), None);
+        let run = RunRecord {
+            run_id: unique("run"),
+            agent_id: "a".into(),
+            thread_id: thread.clone(),
+            finished: false,
+            owner: "alice".into(),
+        };
+        assert_eq!(store.run_owner(&run.run_id).await.unwrap(), None);
+        store.start_run(&run).await.unwrap();
+        // Restarting a run keeps who started it.
+        store
+            .start_run(&RunRecord {
+                owner: "bob".into(),
+                ..run.clone()
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            store.run(&run.run_id).await.unwrap().unwrap().owner,
+            "alice"
+        );
+        assert_eq!(
+            store.run_owner(&run.run_id).await.unwrap().as_deref(),
+            Some("alice")
+        );
+    }
+}
+
+#[tokio::test]
 async fn event_logs_replay_after_a_sequence_number_and_expire() {
     for store in stores().await {
         let run = RunRecord {
@@ -159,6 +214,7 @@ async fn event_logs_replay_after_a_sequence_number_and_expire() {
             agent_id: "a".into(),
             thread_id: unique("t"),
             finished: false,
+            owner: "k".into(),
         };
         store.start_run(&run).await.unwrap();
         store

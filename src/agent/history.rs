@@ -131,6 +131,12 @@ impl ThreadStore {
             return Ok(());
         }
         let known = self.load_container(container).await?;
+        // What a run adds is its thread's owner's (recorded before the run, see `api::owner`).
+        let owner = self
+            .store
+            .thread_owner(&self.agent, &self.thread)
+            .await?
+            .unwrap_or_default();
         for m in messages {
             if known
                 .iter()
@@ -148,6 +154,7 @@ impl ThreadStore {
                 payload_type: "conversational".into(),
                 namespace: self.namespace(),
                 body,
+                owner: owner.clone(),
             };
             if self
                 .store

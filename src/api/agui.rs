@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::ApiError;
+use super::{ApiError, owner};
 use crate::AppState;
 use crate::agent::{Agent, Report};
 use crate::protocol::encode::{KEEP_ALIVE, SSE_CONTENT_TYPE, sse_frame};
@@ -62,8 +62,10 @@ pub async fn run_agent(
     })?;
     check_tools(&agent, &input)?;
     check_limits(&state, &input)?;
+    let who = owner::principal(&state, caller.as_deref());
+    owner::claim_run(&state, &who, &agent, &input).await?;
     let permit = admit(&state, caller.as_deref()).map_err(refused)?;
-    let started = start(&state, agent, input, permit).await;
+    let started = start(&state, agent, input, permit, who.name).await;
     Ok(sse_response(&state, started))
 }
 
@@ -150,12 +152,14 @@ impl Started {
     }
 }
 
-/// Registers the run (one per thread, across gateways) and spawns its loop.
+/// Registers the run (one per thread, across gateways) and spawns its loop; `owner` is the
+/// principal recorded for it (checked by [`owner::claim_run`] beforehand).
 pub(crate) async fn start(
     state: &AppState,
     agent: Arc<Agent>,
     input: RunAgentInput,
     permit: RunPermit,
+    owner: String,
 ) -> Started {
     let (done_tx, done) = oneshot::channel();
     let failed = |code: &str, message: String| Report {
@@ -227,6 +231,7 @@ pub(crate) async fn start(
                             agent_id: agent.id.clone(),
                             thread_id: input.thread_id.clone(),
                             finished: false,
+                            owner,
                         };
                         let keep = Duration::from_secs(state.settings.run_events_keep_secs);
                         let log = state.event_log.start(record, keep).await;
@@ -516,6 +521,7 @@ pub async fn run_events(
     State(state): State<AppState>,
     Path((agent_id, run_id)): Path<(String, String)>,
     Query(query): Query<AfterQuery>,
+    caller: Option<axum::Extension<crate::api::auth::Caller>>,
     headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
     let after = match headers
@@ -536,8 +542,10 @@ pub async fn run_events(
         .run(&run_id)
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?;
+    let who = owner::principal(&state, caller.as_deref());
+    // Another principal's run is answered as no run at all.
     match record {
-        Some(r) if r.agent_id == agent_id => {}
+        Some(r) if r.agent_id == agent_id && who.may_use(Some(&r.owner)) => {}
         _ => {
             return Err(ApiError::NotFound(format!(
                 "no replayable run {run_id:?} for agent {agent_id:?}"

@@ -3,7 +3,8 @@
 //! compared in constant time with the configured hashes. Public without a key: `/healthz` and
 //! the web demo's files. Runs of an agent (`/agents/{id}/agui...`, the agent API's
 //! `_execute`) need a key that lists the agent; `GET /agents` and task results need any key;
-//! everything else (registering, ingesting, memory) needs an `admin` key.
+//! everything else (registering, ingesting, memory) needs an `admin` key. What a key creates
+//! (threads, runs, tasks, memory) is its own: see [`crate::api::owner`].
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -69,6 +70,50 @@ pub struct Caller {
     pub name: String,
     /// Its own limit of concurrent runs.
     pub max_runs: Option<usize>,
+    /// Whether it is an admin key (reaches every principal's threads, runs, tasks and memory).
+    pub admin: bool,
+    /// The agents it may run (`*`: all).
+    pub agents: Vec<String>,
+}
+
+impl Caller {
+    /// Whether this key may run `agent`.
+    pub fn allows(&self, agent: &str) -> bool {
+        self.agents.iter().any(|a| a == "*" || a == agent)
+    }
+}
+
+/// Who makes a request, as the owner of what it creates: the key's name, or, when the gateway
+/// has no keys, the one anonymous principal (`""`; key names are never empty).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// The owner name recorded for what it creates.
+    pub name: String,
+    /// May reach what other principals own.
+    pub admin: bool,
+}
+
+impl Principal {
+    /// The principal of a request let in as `caller`. Without keys the gateway is open: its
+    /// anonymous principal may do everything an admin may.
+    pub fn of(caller: Option<&Caller>, keys_configured: bool) -> Self {
+        match caller {
+            Some(c) => Self {
+                name: c.name.clone(),
+                admin: c.admin,
+            },
+            None => Self {
+                name: String::new(),
+                admin: !keys_configured,
+            },
+        }
+    }
+
+    /// Whether it may reach something `owner` created (`None`: created before owners were
+    /// recorded, which counts as the anonymous principal's).
+    pub fn may_use(&self, owner: Option<&str>) -> bool {
+        self.admin || self.name == owner.unwrap_or("")
+    }
 }
 
 /// The middleware.
@@ -109,6 +154,8 @@ pub async fn require(State(state): State<AppState>, mut req: Request, next: Next
     req.extensions_mut().insert(Caller {
         name: key.name.clone(),
         max_runs: key.max_concurrent_runs,
+        admin: key.admin,
+        agents: key.agents.clone(),
     });
     next.run(req).await
 }
@@ -116,6 +163,26 @@ pub async fn require(State(state): State<AppState>, mut req: Request, next: Next
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn principals_reach_their_own_and_admins_everything() {
+        let key = |name: &str, admin| Caller {
+            name: name.into(),
+            max_runs: None,
+            admin,
+            agents: vec!["x".into()],
+        };
+        let a = Principal::of(Some(&key("a", false)), true);
+        assert!(a.may_use(Some("a")) && !a.may_use(Some("b")) && !a.may_use(None));
+        assert!(Principal::of(Some(&key("ops", true)), true).may_use(Some("a")));
+        // Without keys, the anonymous principal is the only one and may do everything.
+        let open = Principal::of(None, false);
+        assert_eq!(open.name, "");
+        assert!(open.may_use(None) && open.may_use(Some("a")));
+        // With keys, a request without a caller is nobody's admin.
+        assert!(!Principal::of(None, true).may_use(Some("a")));
+        assert!(key("k", false).allows("x") && !key("k", false).allows("y"));
+    }
 
     #[test]
     fn paths_map_to_what_they_need() {

@@ -29,11 +29,17 @@ pub async fn healthz(State(state): State<AppState>) -> Json<Value> {
     }))
 }
 
-/// `GET /agents`: ids, names, models and tool names.
-pub async fn agents(State(state): State<AppState>) -> Json<Value> {
+/// `GET /agents`: ids, names, models and tool names of the agents the caller's key may run
+/// (every agent without keys).
+pub async fn agents(
+    State(state): State<AppState>,
+    caller: Option<axum::Extension<crate::api::auth::Caller>>,
+) -> Json<Value> {
+    let may_run = |id: &str| caller.as_ref().is_none_or(|c| c.allows(id));
     let mut list: Vec<Value> = state
         .agents
         .fixed()
+        .filter(|a| may_run(&a.id))
         .map(|a| {
             json!({
                 "id": a.id,
@@ -48,7 +54,7 @@ pub async fn agents(State(state): State<AppState>) -> Json<Value> {
     list.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
     // Agents registered through the agent API, from their documents (not built to be listed).
     match state.store.docs(crate::store::docs::DocKind::Agent).await {
-        Ok(docs) => list.extend(docs.into_iter().map(|d| {
+        Ok(docs) => list.extend(docs.into_iter().filter(|d| may_run(&d.id)).map(|d| {
             json!({
                 "id": d.id,
                 "name": d.name,

@@ -6,6 +6,7 @@ pub mod health;
 pub mod inbound;
 pub mod memory;
 pub mod ml;
+pub mod owner;
 pub mod search;
 pub mod web;
 

@@ -215,6 +215,7 @@ mod tests {
             agent_id: "x".into(),
             thread_id: "t".into(),
             finished: false,
+            owner: String::new(),
         };
         let mut g = Gather::default();
         g.push(LogWrite::Start(record("a")));

@@ -47,6 +47,9 @@ pub struct Doc {
     pub created_ms: i64,
     /// Last update, ms since the epoch (changes on every write).
     pub updated_ms: i64,
+    /// The principal that created it (an API key's name; `""` for the anonymous one); `None`
+    /// for documents stored before owners were recorded. Kept as first written.
+    pub owner: Option<String>,
 }
 
 impl Doc {
@@ -60,7 +63,14 @@ impl Doc {
             sealed: None,
             created_ms: now,
             updated_ms: now,
+            owner: None,
         }
+    }
+
+    /// The same document, created by `owner`.
+    pub fn owned_by(mut self, owner: impl Into<String>) -> Self {
+        self.owner = Some(owner.into());
+        self
     }
 }
 
@@ -86,6 +96,7 @@ fn doc_from_row(r: &sqlx::any::AnyRow) -> Result<Doc, StoreError> {
         sealed: r.try_get(3)?,
         created_ms: r.try_get(4)?,
         updated_ms: r.try_get(5)?,
+        owner: r.try_get(6)?,
     })
 }
 
@@ -94,8 +105,8 @@ impl DocStore for SqlStore {
     async fn put_doc(&self, kind: DocKind, doc: &Doc) -> Result<(), StoreError> {
         self.timed(async move {
             let sql = self.sql(
-                "INSERT INTO ml_docs (kind, id, name, body, sealed, created_ms, updated_ms) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7) \
+                "INSERT INTO ml_docs (kind, id, name, body, sealed, created_ms, updated_ms, owner) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
                  ON CONFLICT (kind, id) DO UPDATE SET name = excluded.name, body = excluded.body, \
                  sealed = excluded.sealed, updated_ms = excluded.updated_ms",
             );
@@ -107,6 +118,7 @@ impl DocStore for SqlStore {
                 .bind(doc.sealed.clone())
                 .bind(doc.created_ms)
                 .bind(doc.updated_ms.max(now_ms()))
+                .bind(doc.owner.clone())
                 .execute(&self.pool)
                 .await?;
             Ok(())
@@ -117,7 +129,7 @@ impl DocStore for SqlStore {
     async fn doc(&self, kind: DocKind, id: &str) -> Result<Option<Doc>, StoreError> {
         self.timed(async move {
             let sql = self.sql(
-                "SELECT id, name, body, sealed, created_ms, updated_ms FROM ml_docs WHERE kind = $1 AND id = $2",
+                "SELECT id, name, body, sealed, created_ms, updated_ms, owner FROM ml_docs WHERE kind = $1 AND id = $2",
             );
             let row = sqlx::query(AssertSqlSafe(sql))
                 .bind(kind.as_str())
@@ -132,7 +144,7 @@ impl DocStore for SqlStore {
     async fn docs(&self, kind: DocKind) -> Result<Vec<Doc>, StoreError> {
         self.timed(async move {
             let sql = self.sql(
-                "SELECT id, name, body, sealed, created_ms, updated_ms FROM ml_docs WHERE kind = $1 ORDER BY created_ms, id",
+                "SELECT id, name, body, sealed, created_ms, updated_ms, owner FROM ml_docs WHERE kind = $1 ORDER BY created_ms, id",
             );
             let rows = sqlx::query(AssertSqlSafe(sql))
                 .bind(kind.as_str())

@@ -40,6 +40,9 @@ pub struct Container {
     pub created_time: i64,
     /// Milliseconds since the epoch.
     pub last_updated_time: i64,
+    /// The principal that created it (an API key's name; `""` for the anonymous one); `None`
+    /// for containers created before owners were recorded.
+    pub owner: Option<String>,
 }
 
 /// A container to create.
@@ -51,6 +54,8 @@ pub struct NewContainer {
     pub description: Option<String>,
     /// Its configuration object.
     pub configuration: Map<String, Value>,
+    /// The principal creating it.
+    pub owner: String,
 }
 
 /// A session of a container.
@@ -83,6 +88,8 @@ pub struct NewSession {
     pub metadata: Map<String, Value>,
     /// Its namespace (without `session_id`).
     pub namespace: Namespace,
+    /// The principal creating it.
+    pub owner: String,
 }
 
 /// Outcome of creating a session.
@@ -130,6 +137,8 @@ pub struct NewWorkingMemory {
     pub namespace: Namespace,
     /// The payload, stored whole.
     pub body: Map<String, Value>,
+    /// The principal adding it (a session it opens is theirs too).
+    pub owner: String,
 }
 
 /// Which documents a search returns: every condition must hold.
@@ -253,7 +262,7 @@ enum Arg {
 }
 
 const CONTAINER_COLUMNS: &str =
-    "container_id, name, description, configuration, created_time, last_updated_time";
+    "container_id, name, description, configuration, created_time, last_updated_time, owner";
 const SESSION_COLUMNS: &str = "s.container_id, s.session_id, s.summary, s.metadata, s.namespace, s.created_time, s.last_updated_time";
 const WORKING_COLUMNS: &str = "w.container_id, w.memory_id, w.payload_type, w.session_id, w.message_id, w.namespace, w.body, w.created_time, w.last_updated_time";
 
@@ -266,6 +275,7 @@ fn container_row(r: &AnyRow) -> Result<Container, StoreError> {
         configuration: from_text(&format!("container {id}"), &configuration)?,
         created_time: r.try_get(4)?,
         last_updated_time: r.try_get(5)?,
+        owner: r.try_get(6)?,
         id,
     })
 }
@@ -450,10 +460,11 @@ impl MemoryStore for SqlStore {
                 configuration: new.configuration,
                 created_time: now,
                 last_updated_time: now,
+                owner: Some(new.owner),
             };
             let sql = self.sql(
-                "INSERT INTO memory_containers (container_id, name, description, configuration, next_seq, created_time, last_updated_time) \
-                 VALUES ($1, $2, $3, $4, 0, $5, $5)",
+                "INSERT INTO memory_containers (container_id, name, description, configuration, next_seq, created_time, last_updated_time, owner) \
+                 VALUES ($1, $2, $3, $4, 0, $5, $5, $6)",
             );
             sqlx::query(AssertSqlSafe(sql))
                 .bind(container.id.as_str())
@@ -461,6 +472,7 @@ impl MemoryStore for SqlStore {
                 .bind(container.description.clone())
                 .bind(to_text(&container.configuration)?)
                 .bind(now)
+                .bind(container.owner.clone())
                 .execute(&self.pool)
                 .await?;
             Ok(container)
@@ -471,7 +483,7 @@ impl MemoryStore for SqlStore {
     async fn container(&self, id: &str) -> Result<Option<Container>, StoreError> {
         self.timed(async move {
             let sql = self.sql(
-                "SELECT container_id, name, description, configuration, created_time, last_updated_time \
+                "SELECT container_id, name, description, configuration, created_time, last_updated_time, owner \
                  FROM memory_containers WHERE container_id = $1",
             );
             let row = sqlx::query(AssertSqlSafe(sql))
@@ -547,6 +559,7 @@ impl MemoryStore for SqlStore {
                 return Ok(SessionCreated::NoContainer);
             };
             let now = now_ms();
+            let owner = new.owner;
             let session = Session {
                 container_id: container.to_string(),
                 session_id: new.session_id.unwrap_or_else(new_id),
@@ -557,8 +570,8 @@ impl MemoryStore for SqlStore {
                 last_updated_time: now,
             };
             let sql = self.sql(
-                "INSERT INTO memory_sessions (container_id, session_id, seq, summary, metadata, namespace, namespace_size, next_message_id, created_time, last_updated_time) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $8) ON CONFLICT (container_id, session_id) DO NOTHING",
+                "INSERT INTO memory_sessions (container_id, session_id, seq, summary, metadata, namespace, namespace_size, next_message_id, created_time, last_updated_time, owner) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $8, $9) ON CONFLICT (container_id, session_id) DO NOTHING",
             );
             let done = sqlx::query(AssertSqlSafe(sql))
                 .bind(container)
@@ -569,6 +582,7 @@ impl MemoryStore for SqlStore {
                 .bind(to_text(&session.namespace)?)
                 .bind(count(session.namespace.len()))
                 .bind(now)
+                .bind(owner)
                 .execute(&mut *tx)
                 .await?;
             if done.rows_affected() == 0 {
@@ -711,8 +725,8 @@ impl MemoryStore for SqlStore {
                         let mut session_ns = namespace.clone();
                         session_ns.remove("session_id");
                         let sql = self.sql(
-                            "INSERT INTO memory_sessions (container_id, session_id, seq, summary, metadata, namespace, namespace_size, next_message_id, created_time, last_updated_time) \
-                             VALUES ($1, $2, $3, NULL, '{}', $4, $5, 1, $6, $6)",
+                            "INSERT INTO memory_sessions (container_id, session_id, seq, summary, metadata, namespace, namespace_size, next_message_id, created_time, last_updated_time, owner) \
+                             VALUES ($1, $2, $3, NULL, '{}', $4, $5, 1, $6, $6, $7)",
                         );
                         sqlx::query(AssertSqlSafe(sql))
                             .bind(container)
@@ -721,6 +735,7 @@ impl MemoryStore for SqlStore {
                             .bind(to_text(&session_ns)?)
                             .bind(count(session_ns.len()))
                             .bind(now)
+                            .bind(new.owner.as_str())
                             .execute(&mut *tx)
                             .await?;
                         self.insert_namespace(&mut tx, container, "session", sid, &session_ns)
@@ -741,8 +756,8 @@ impl MemoryStore for SqlStore {
                 last_updated_time: now,
             };
             let sql = self.sql(
-                "INSERT INTO memory_working (container_id, memory_id, seq, session_id, message_id, payload_type, namespace, namespace_size, body, created_time, last_updated_time) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)",
+                "INSERT INTO memory_working (container_id, memory_id, seq, session_id, message_id, payload_type, namespace, namespace_size, body, created_time, last_updated_time, owner) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $11)",
             );
             sqlx::query(AssertSqlSafe(sql))
                 .bind(container)
@@ -755,6 +770,7 @@ impl MemoryStore for SqlStore {
                 .bind(count(memory.namespace.len()))
                 .bind(to_text(&memory.body)?)
                 .bind(now)
+                .bind(new.owner.as_str())
                 .execute(&mut *tx)
                 .await?;
             self.insert_namespace(

@@ -70,6 +70,8 @@ pub struct RunRecord {
     pub thread_id: String,
     /// Whether it has ended.
     pub finished: bool,
+    /// The principal that started it (an API key's name; `""` for the anonymous one).
+    pub owner: String,
 }
 
 /// One write to the run event logs.
@@ -130,8 +132,20 @@ pub trait Store: memory::MemoryStore + docs::DocStore + Send + Sync + 'static {
         thread: &str,
         messages: &[StoredMessage],
     ) -> Result<(), StoreError>;
-    /// Deletes a thread.
+    /// Deletes a thread (and who owned it).
     async fn delete_thread(&self, agent: &str, thread: &str) -> Result<(), StoreError>;
+    /// Records `owner` as the thread's owner unless it has one already; returns its owner.
+    /// One statement, so of two principals racing for a new thread exactly one gets it.
+    async fn claim_thread(
+        &self,
+        agent: &str,
+        thread: &str,
+        owner: &str,
+    ) -> Result<String, StoreError>;
+    /// The thread's owner, when recorded.
+    async fn thread_owner(&self, agent: &str, thread: &str) -> Result<Option<String>, StoreError>;
+    /// Who started a run, whether or not its events have expired (until it is purged).
+    async fn run_owner(&self, run_id: &str) -> Result<Option<String>, StoreError>;
 
     /// Takes the thread for `run_id` for `ttl` unless another gateway's run holds an unexpired
     /// lease. A lease of the same `holder` is taken over: a gateway runs one run per thread

@@ -130,6 +130,21 @@ impl SqlStore {
         }
     }
 
+    /// [`Store::thread_owner`] without the time limit (callers set it).
+    async fn thread_owner_now(
+        &self,
+        agent: &str,
+        thread: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let sql = self.sql("SELECT owner FROM threads WHERE agent_id = $1 AND thread_id = $2");
+        let row = sqlx::query(AssertSqlSafe(sql))
+            .bind(agent)
+            .bind(thread)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.try_get::<String, _>(0)).transpose()?)
+    }
+
     /// The statement in this backend's placeholder syntax.
     pub(crate) fn sql(&self, sql: &'static str) -> Cow<'static, str> {
         match self.kind {
@@ -226,13 +241,66 @@ impl Store for SqlStore {
 
     async fn delete_thread(&self, agent: &str, thread: &str) -> Result<(), StoreError> {
         self.timed(async move {
-            let sql = self.sql("DELETE FROM messages WHERE agent_id = $1 AND thread_id = $2");
-            sqlx::query(AssertSqlSafe(sql.clone()))
+            let mut tx = self.write_tx().await?;
+            for sql in [
+                "DELETE FROM messages WHERE agent_id = $1 AND thread_id = $2",
+                "DELETE FROM threads WHERE agent_id = $1 AND thread_id = $2",
+            ] {
+                sqlx::query(AssertSqlSafe(self.sql(sql)))
+                    .bind(agent)
+                    .bind(thread)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn claim_thread(
+        &self,
+        agent: &str,
+        thread: &str,
+        owner: &str,
+    ) -> Result<String, StoreError> {
+        self.timed(async move {
+            // Most runs are on a thread already claimed: one read, and no write lock taken.
+            if let Some(o) = self.thread_owner_now(agent, thread).await? {
+                return Ok(o);
+            }
+            let claim = self.sql(
+                "INSERT INTO threads (agent_id, thread_id, owner, created_at) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (agent_id, thread_id) DO NOTHING",
+            );
+            sqlx::query(AssertSqlSafe(claim))
                 .bind(agent)
                 .bind(thread)
+                .bind(owner)
+                .bind(now_ms())
                 .execute(&self.pool)
                 .await?;
-            Ok(())
+            match self.thread_owner_now(agent, thread).await? {
+                Some(o) => Ok(o),
+                // Deleted between the two statements: nobody else holds it.
+                None => Ok(owner.to_string()),
+            }
+        })
+        .await
+    }
+
+    async fn thread_owner(&self, agent: &str, thread: &str) -> Result<Option<String>, StoreError> {
+        self.timed(self.thread_owner_now(agent, thread)).await
+    }
+
+    async fn run_owner(&self, run_id: &str) -> Result<Option<String>, StoreError> {
+        self.timed(async move {
+            let sql = self.sql("SELECT owner FROM runs WHERE run_id = $1");
+            let row = sqlx::query(AssertSqlSafe(sql))
+                .bind(run_id)
+                .fetch_optional(&self.pool)
+                .await?;
+            Ok(row.map(|r| r.try_get::<String, _>(0)).transpose()?)
         })
         .await
     }
@@ -345,7 +413,7 @@ impl Store for SqlStore {
     async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
         self.timed(async move {
             let sql = self.sql(
-                "SELECT run_id, agent_id, thread_id, state FROM runs WHERE run_id = $1 AND (expires_at IS NULL OR expires_at > $2)",
+                "SELECT run_id, agent_id, thread_id, state, owner FROM runs WHERE run_id = $1 AND (expires_at IS NULL OR expires_at > $2)",
             );
             let row = sqlx::query(AssertSqlSafe(sql.clone()))
                 .bind(run_id)
@@ -358,6 +426,7 @@ impl Store for SqlStore {
                     agent_id: r.try_get(1)?,
                     thread_id: r.try_get(2)?,
                     finished: r.try_get::<String, _>(3)? == "finished",
+                    owner: r.try_get(4)?,
                 })
         })
         .transpose()
@@ -371,7 +440,7 @@ impl Store for SqlStore {
                 return Ok(());
             }
             let start = self.sql(
-                "INSERT INTO runs (run_id, agent_id, thread_id, state, started_at) VALUES ($1, $2, $3, 'running', $4) \
+                "INSERT INTO runs (run_id, agent_id, thread_id, state, started_at, owner) VALUES ($1, $2, $3, 'running', $4, $5) \
                  ON CONFLICT (run_id) DO UPDATE SET state = 'running', finished_at = NULL, expires_at = NULL",
             );
             let chunk = self.sql("INSERT INTO run_event_chunks (run_id, first_seq, last_seq, frames) VALUES ($1, $2, $3, $4) ON CONFLICT (run_id, first_seq) DO NOTHING");
@@ -388,6 +457,7 @@ impl Store for SqlStore {
                             .bind(&run.agent_id)
                             .bind(&run.thread_id)
                             .bind(now)
+                            .bind(&run.owner)
                             .execute(&mut *tx)
                             .await?;
                     }

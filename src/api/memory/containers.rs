@@ -26,6 +26,7 @@ struct CreateContainerRequest {
 
 pub(super) async fn create_container(
     State(Memory(store)): State<Memory>,
+    caller: Option<axum::Extension<crate::api::auth::Caller>>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let req: CreateContainerRequest = parse_body(&body)?.ok_or_else(|| {
@@ -52,6 +53,7 @@ pub(super) async fn create_container(
             name: req.name,
             description: req.description,
             configuration,
+            owner: super::owner_name(caller.as_deref()),
         })
         .await
         .map_err(internal)?;

@@ -82,6 +82,12 @@ pub fn routes_with<S: Clone + Send + Sync + 'static>(store: Arc<dyn MemoryStore>
     router::<Memory>().with_state(Memory(store))
 }
 
+/// The owner recorded for what a request creates: its key's name, or the anonymous
+/// principal's `""` on a gateway without keys (see [`crate::api::auth::Principal`]).
+fn owner_name(caller: Option<&crate::api::auth::Caller>) -> String {
+    caller.map(|c| c.name.clone()).unwrap_or_default()
+}
+
 /// The handlers' state: the memory store.
 #[derive(Clone)]
 struct Memory(Arc<dyn MemoryStore>);

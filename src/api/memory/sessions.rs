@@ -27,6 +27,7 @@ struct CreateSessionRequest {
 pub(super) async fn create_session(
     State(Memory(store)): State<Memory>,
     Path(container): Path<String>,
+    caller: Option<axum::Extension<crate::api::auth::Caller>>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let req: CreateSessionRequest = parse_body(&body)?.unwrap_or_default();
@@ -54,6 +55,7 @@ pub(super) async fn create_session(
                 summary: req.summary,
                 metadata: req.metadata.unwrap_or_default(),
                 namespace,
+                owner: super::owner_name(caller.as_deref()),
             },
         )
         .await

@@ -125,6 +125,7 @@ fn input_type(
 pub(super) async fn add_memory(
     State(Memory(store)): State<Memory>,
     Path(container): Path<String>,
+    caller: Option<axum::Extension<crate::api::auth::Caller>>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let req: AddMemoryRequest = parse_body(&body)?.ok_or_else(|| {
@@ -216,6 +217,7 @@ pub(super) async fn add_memory(
                 .to_string(),
                 namespace,
                 body: stored,
+                owner: super::owner_name(caller.as_deref()),
             },
         )
         .await

@@ -16,7 +16,8 @@ use crate::AppState;
 use crate::agent::react::new_id;
 use crate::agent::registry::new_doc_id;
 use crate::agent::{Agent, Report};
-use crate::api::agui;
+use crate::api::auth::Principal;
+use crate::api::{agui, owner};
 use crate::conversation::standard::{self, InputType};
 use crate::protocol::input::{self, RunAgentInput};
 use crate::store::docs::{Doc, DocKind};
@@ -63,7 +64,12 @@ struct Prepared {
 }
 
 /// Validates an execute body (`parameters` and / or the standard `input`) and builds the run.
-async fn prepare(state: &AppState, agent: &Agent, body: &Value) -> Result<Prepared, MlError> {
+async fn prepare(
+    state: &AppState,
+    who: &Principal,
+    agent: &Agent,
+    body: &Value,
+) -> Result<Prepared, MlError> {
     let mut params = match body.get("parameters") {
         None => Map::new(),
         Some(Value::Object(p)) => p.clone(),
@@ -122,14 +128,26 @@ async fn prepare(state: &AppState, agent: &Agent, body: &Value) -> Result<Prepar
             .map(str::to_string),
         ..Default::default()
     };
-    if let Some(m) = &memory_id
-        && let Some(ts) = agent.thread_store(Some(Arc::clone(&state.store)), m, &overrides)
-        && ts.load().await?.is_empty()
-    {
-        return Err(MlError::NotFound(format!(
-            "no memory {m:?} for agent {:?}; omit memory_id to start a new conversation",
-            agent.id
-        )));
+    owner::check_container(state, who, agent, &overrides).await?;
+    if let Some(m) = &memory_id {
+        let no_memory = || {
+            MlError::NotFound(format!(
+                "no memory {m:?} for agent {:?}; omit memory_id to start a new conversation",
+                agent.id
+            ))
+        };
+        // Another principal's conversation is answered as none at all, before it is read.
+        owner::check_thread(state, who, agent, m)
+            .await
+            .map_err(|e| match e {
+                owner::Refusal::NotFound(_) => no_memory(),
+                other => other.into(),
+            })?;
+        if let Some(ts) = agent.thread_store(Some(Arc::clone(&state.store)), m, &overrides)
+            && ts.load().await?.is_empty()
+        {
+            return Err(no_memory());
+        }
     }
     let thread = memory_id.clone().unwrap_or_else(new_doc_id);
     let interaction_id = messages
@@ -302,12 +320,21 @@ pub async fn execute(
 ) -> Result<Response, MlError> {
     let body = json_body(body)?;
     let agent = agent(&state, &id).await?;
-    let prepared = prepare(&state, &agent, &body).await?;
+    let who = owner::principal(&state, caller.as_deref());
+    let prepared = prepare(&state, &who, &agent, &body).await?;
+    owner::claim_run(&state, &who, &agent, &prepared.input).await?;
     let permit = admit(&state, caller.as_deref())?;
     if wants_async(query.as_deref()) {
-        return start_task(&state, agent, prepared, permit).await;
+        return start_task(&state, agent, prepared, permit, who.name).await;
     }
-    let started = agui::start(&state, Arc::clone(&agent), prepared.input.clone(), permit).await;
+    let started = agui::start(
+        &state,
+        Arc::clone(&agent),
+        prepared.input.clone(),
+        permit,
+        who.name,
+    )
+    .await;
     let report = started.finish().await;
     Ok(Json(respond(&agent, &prepared, &report)?).into_response())
 }
@@ -330,15 +357,24 @@ async fn start_task(
     agent: Arc<Agent>,
     prepared: Prepared,
     permit: crate::runs::limits::RunPermit,
+    owner: String,
 ) -> Result<Response, MlError> {
     let task_id = new_doc_id();
     let doc = Doc::new(
         &task_id,
         "",
         task_body(&agent.id, "RUNNING", crate::store::now_ms()),
-    );
+    )
+    .owned_by(owner.as_str());
     state.store.put_doc(DocKind::Task, &doc).await?;
-    let started = agui::start(state, Arc::clone(&agent), prepared.input.clone(), permit).await;
+    let started = agui::start(
+        state,
+        Arc::clone(&agent),
+        prepared.input.clone(),
+        permit,
+        owner,
+    )
+    .await;
     let memory_id = prepared.memory_id.clone();
     let store = Arc::clone(&state.store);
     tokio::spawn(async move {
@@ -367,14 +403,17 @@ async fn start_task(
 pub async fn get_task(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    caller: Option<axum::Extension<crate::api::auth::Caller>>,
 ) -> Result<Json<Value>, MlError> {
+    let who = owner::principal(&state, caller.as_deref());
     match state.store.doc(DocKind::Task, &id).await? {
-        Some(d) => {
+        // Another principal's task is answered as no task at all.
+        Some(d) if who.may_use(d.owner.as_deref()) => {
             let mut body = d.body;
             body["task_id"] = json!(d.id);
             Ok(Json(body))
         }
-        None => Err(MlError::NotFound(format!("no task {id:?}"))),
+        _ => Err(MlError::NotFound(format!("no task {id:?}"))),
     }
 }
 
@@ -394,6 +433,7 @@ pub async fn execute_stream(
         }
     })?;
     let agent = agent(&state, &id).await?;
+    let who = owner::principal(&state, caller.as_deref());
     let value = json_body(Ok(bytes.clone()))?;
     let is_agui = ["threadId", "runId", "messages"]
         .iter()
@@ -403,10 +443,11 @@ pub async fn execute_stream(
         check(&state, &agent, &run, "")?;
         run
     } else {
-        prepare(&state, &agent, &value).await?.input
+        prepare(&state, &who, &agent, &value).await?.input
     };
+    owner::claim_run(&state, &who, &agent, &run).await?;
     let permit = admit(&state, caller.as_deref())?;
-    let started = agui::start(&state, agent, run, permit).await;
+    let started = agui::start(&state, agent, run, permit, who.name).await;
     Ok(agui::sse_response(&state, started))
 }
 

@@ -1,0 +1,124 @@
+//! Who may reach what: threads, runs, async tasks and memory containers belong to the principal
+//! that created them (see [`Principal`]). Another principal is answered as if the thing did not
+//! exist (404, never 403: ids cannot be probed) unless its key is an admin. Every check runs
+//! before a run streams, so a refused run neither reads nor appends to the thread.
+
+use crate::AppState;
+use crate::agent::{Agent, Overrides};
+use crate::api::ApiError;
+use crate::api::auth::{Caller, Principal};
+use crate::protocol::input::RunAgentInput;
+use crate::store::StoreError;
+
+/// Why a request may not use what it names.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// Another principal owns it (or it does not exist): a 404.
+    #[error("{0}")]
+    NotFound(String),
+    /// The store could not say who owns it.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<Refusal> for ApiError {
+    fn from(r: Refusal) -> Self {
+        match r {
+            Refusal::NotFound(m) => ApiError::NotFound(m),
+            Refusal::Store(e) => ApiError::Internal(e.to_string()),
+        }
+    }
+}
+
+impl From<Refusal> for crate::api::ml::MlError {
+    fn from(r: Refusal) -> Self {
+        match r {
+            Refusal::NotFound(m) => crate::api::ml::MlError::NotFound(m),
+            Refusal::Store(e) => e.into(),
+        }
+    }
+}
+
+/// The principal of a request on this gateway.
+pub fn principal(state: &AppState, caller: Option<&Caller>) -> Principal {
+    Principal::of(caller, !state.settings.api_keys.is_empty())
+}
+
+fn no_thread(agent: &Agent, thread: &str) -> Refusal {
+    Refusal::NotFound(format!("no thread {thread:?} for agent {:?}", agent.id))
+}
+
+/// Refuses a memory container named in a run's parameters (`memory_container_id`) that
+/// another principal created. The container of the agent's own configuration is the
+/// operator's choice and always usable.
+pub async fn check_container(
+    state: &AppState,
+    who: &Principal,
+    agent: &Agent,
+    overrides: &Overrides,
+) -> Result<(), Refusal> {
+    if !agent.memory.store {
+        return Ok(());
+    }
+    let Some(id) = agent.memory_for(overrides).memory_container_id else {
+        return Ok(());
+    };
+    if agent.memory.memory_container_id.as_deref() == Some(id.as_str()) {
+        return Ok(());
+    }
+    match state.store.container(&id).await? {
+        Some(c) if !who.may_use(c.owner.as_deref()) => {
+            Err(Refusal::NotFound(format!("no memory container {id:?}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Refuses a thread another principal owns, without claiming it (a read before the run).
+pub async fn check_thread(
+    state: &AppState,
+    who: &Principal,
+    agent: &Agent,
+    thread: &str,
+) -> Result<(), Refusal> {
+    if !agent.memory.store {
+        return Ok(());
+    }
+    match state.store.thread_owner(&agent.id, thread).await? {
+        Some(owner) if !who.may_use(Some(&owner)) => Err(no_thread(agent, thread)),
+        _ => Ok(()),
+    }
+}
+
+/// Before a run starts: refuses a run id or a thread (or a memory container) another principal
+/// owns, and records a new thread as the principal's. Threads are only recorded for agents
+/// that keep them; a stateless agent's thread id names nothing stored.
+pub async fn claim_run(
+    state: &AppState,
+    who: &Principal,
+    agent: &Agent,
+    input: &RunAgentInput,
+) -> Result<(), Refusal> {
+    // A run id is its event log's name: another principal's must not be written or restarted.
+    if let Some(owner) = state.store.run_owner(&input.run_id).await?
+        && !who.may_use(Some(&owner))
+    {
+        return Err(Refusal::NotFound(format!(
+            "no run {:?} of this key; start runs with a new runId",
+            input.run_id
+        )));
+    }
+    if !agent.memory.store {
+        return Ok(());
+    }
+    check_container(state, who, agent, &Overrides::of(input)).await?;
+    let owner = state
+        .store
+        .claim_thread(&agent.id, &input.thread_id, &who.name)
+        .await?;
+    if !who.may_use(Some(&owner)) {
+        return Err(no_thread(agent, &input.thread_id));
+    }
+    Ok(())
+}
