@@ -353,7 +353,10 @@ mod tests {
         register("quo\"te-unit-EEEE");
         let mut v = json!({"a": ["x quo\"te-unit-EEEE y", 12345678], "quo\"te-unit-EEEE": 1});
         assert!(redact_value(&mut v));
-        assert_eq!(v, json!({"a": ["x [REDACTED] y", 12345678], "[REDACTED]": 1}));
+        assert_eq!(
+            v,
+            json!({"a": ["x [REDACTED] y", 12345678], "[REDACTED]": 1})
+        );
         let text = json!({"message": "bad quo\"te-unit-EEEE"}).to_string();
         let out = redact_json_text(text);
         assert_eq!(
@@ -368,7 +371,10 @@ mod tests {
             "openAI_key": "sk-unit-FFFF-4444",
             "/tools/0/headers": {"Content-Type": "application/x-unit-json", "X-Token": "hdr-unit-GGGG"},
         }));
-        assert_eq!(redact("sk-unit-FFFF-4444 hdr-unit-GGGG"), "[REDACTED] [REDACTED]");
+        assert_eq!(
+            redact("sk-unit-FFFF-4444 hdr-unit-GGGG"),
+            "[REDACTED] [REDACTED]"
+        );
         assert_eq!(redact("application/x-unit-json"), "application/x-unit-json");
     }
 

@@ -68,7 +68,10 @@ pub(crate) fn add_retry_after(resp: &mut Response) {
 /// Middleware: every whole (not streamed) answer passes the redactor, so an error quoting an
 /// upstream, a task document or any other JSON never carries a known secret (see
 /// [`crate::redact`]). Streams are left alone: their frames were redacted as they were made.
-pub async fn redact_responses(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+pub async fn redact_responses(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
     use http_body::Body as _;
     let resp = next.run(req).await;
     let Some(len) = resp.body().size_hint().exact() else {

@@ -257,10 +257,7 @@ mod tests {
     #[test]
     fn scrub_removes_the_secret_and_truncates_on_char_boundaries() {
         crate::redact::register("sk-scrub-12345");
-        assert_eq!(
-            scrub("bad key sk-scrub-12345", 100),
-            "bad key [REDACTED]"
-        );
+        assert_eq!(scrub("bad key sk-scrub-12345", 100), "bad key [REDACTED]");
         assert_eq!(scrub("ééé", 3), "é…");
     }
 

@@ -109,7 +109,6 @@ impl Inner {
             })
             .await
     }
-
 }
 
 /// Maps an SDK error to the provider-neutral one, keeping the HTTP status and AWS error code.
