@@ -246,13 +246,9 @@ pub fn redact_value(value: &mut Value) -> bool {
 
 fn walk(m: &AhoCorasick, value: &mut Value) -> bool {
     match value {
-        Value::String(s) => {
-            if m.is_match(s.as_str()) {
-                *s = m.replace_all(s, &vec![REDACTED; m.patterns_len()]);
-                true
-            } else {
-                false
-            }
+        Value::String(s) if m.is_match(s.as_str()) => {
+            *s = m.replace_all(s, &vec![REDACTED; m.patterns_len()]);
+            true
         }
         Value::Array(a) => a.iter_mut().fold(false, |acc, v| walk(m, v) | acc),
         Value::Object(o) => {

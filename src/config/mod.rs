@@ -635,6 +635,13 @@ impl Config {
                 "must be a postgres:// URL (the embedded SQLite store needs no URL)".into(),
             ));
         }
+        // A driver error may quote the password alone.
+        if let Some(u) = &store_url
+            && let Ok(parsed) = url::Url::parse(u.expose())
+            && let Some(pw) = parsed.password()
+        {
+            crate::redact::register(pw);
+        }
         let store_op_timeout = match raw.store.op_timeout_secs {
             None => crate::store::sql::DEFAULT_OP_TIMEOUT,
             Some(s) if s.is_finite() && (0.05..=3600.0).contains(&s) => {
