@@ -182,6 +182,7 @@ pub fn router(state: AppState) -> Router {
         .merge(api::memory::routes(Arc::clone(&state.store)))
         .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
         .layer(axum::middleware::from_fn(api::json_errors))
+        .layer(axum::middleware::from_fn(api::redact_responses))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             api::auth::require,

@@ -15,9 +15,10 @@
 //! - [`model`]: the object-safe [`model::Provider`] trait and its providers.
 //! - [`tools`]: the [`tools::Tool`] trait, the per-agent registry, HTTP and built-in tools.
 //! - [`config`]: TOML configuration, resolved and validated at start-up.
+//! - [`redact`]: the one redactor every secret is known to and every output passes.
 //! - [`bench`]: `agui-gateway bench`, the figures of what the gateway adds on the token path.
 //!
-//! Everything but [`protocol`], [`conversation`] and the providers' stream normalisers in
+//! Everything but [`protocol`], [`conversation`], [`redact`] and the providers' stream normalisers in
 //! [`model`] needs the default feature `server`; without it the crate builds in a third of the
 //! dependencies, as the fuzz targets use it.
 
@@ -38,6 +39,7 @@ pub mod model;
 #[cfg(feature = "server")]
 pub mod outbound;
 pub mod protocol;
+pub mod redact;
 #[cfg(feature = "server")]
 pub mod runs;
 #[cfg(feature = "server")]

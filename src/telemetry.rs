@@ -81,6 +81,7 @@ pub fn init(default_filter: &str) -> Telemetry {
     // and tool names), for log pipelines.
     let logs = if json {
         tracing_subscriber::fmt::layer()
+            .with_writer(RedactedStdout)
             .json()
             .with_current_span(true)
             .with_span_list(true)
@@ -91,6 +92,7 @@ pub fn init(default_filter: &str) -> Telemetry {
             // Colours only for a person at a terminal, not in files and pipelines.
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
             .fmt_fields(escaped_fields())
+            .with_writer(RedactedStdout)
             .with_filter(filter)
             .boxed()
     };
@@ -124,6 +126,35 @@ pub fn init(default_filter: &str) -> Telemetry {
         tracing::info!("exporting traces over OTLP/HTTP");
     }
     Telemetry { provider }
+}
+
+/// Stdout for log lines, each passed through the redactor first: whatever an error or a field
+/// quotes, a known secret never reaches the logs (see [`crate::redact`]).
+struct RedactedStdout;
+
+/// One log record's writer: the formatter writes a record whole, so a secret is never split
+/// across two writes.
+struct RedactedLine;
+
+impl std::io::Write for RedactedLine {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        std::io::stdout()
+            .lock()
+            .write_all(&crate::redact::redact_bytes(buf))?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stdout().flush()
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for RedactedStdout {
+    type Writer = RedactedLine;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        RedactedLine
+    }
 }
 
 impl Telemetry {
@@ -180,9 +211,64 @@ fn tracer_provider() -> Result<SdkTracerProvider, String> {
         resource = resource.with_service_name("agui-gateway");
     }
     Ok(SdkTracerProvider::builder()
-        .with_batch_exporter(exporter)
+        .with_batch_exporter(Redacting(exporter))
         .with_resource(resource.build())
         .build())
+}
+
+/// A span exporter whose spans lose known secrets (attribute values, event attributes and
+/// names, error descriptions) before they are sent (see [`crate::redact`]).
+#[derive(Debug)]
+struct Redacting<E>(E);
+
+impl<E: opentelemetry_sdk::trace::SpanExporter> opentelemetry_sdk::trace::SpanExporter
+    for Redacting<E>
+{
+    fn export(
+        &self,
+        mut batch: Vec<opentelemetry_sdk::trace::SpanData>,
+    ) -> impl std::future::Future<Output = opentelemetry_sdk::error::OTelSdkResult> + Send {
+        for span in &mut batch {
+            redact_attributes(&mut span.attributes);
+            for e in span.events.events.iter_mut() {
+                redact_attributes(&mut e.attributes);
+                if let std::borrow::Cow::Owned(n) = crate::redact::redact(&e.name) {
+                    e.name = n.into();
+                }
+            }
+            if let opentelemetry::trace::Status::Error { description } = &mut span.status
+                && let std::borrow::Cow::Owned(d) = crate::redact::redact(description)
+            {
+                *description = d.into();
+            }
+        }
+        self.0.export(batch)
+    }
+
+    fn shutdown_with_timeout(
+        &self,
+        timeout: std::time::Duration,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.0.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.0.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
+        self.0.set_resource(resource);
+    }
+}
+
+fn redact_attributes(attributes: &mut [opentelemetry::KeyValue]) {
+    for kv in attributes {
+        if let opentelemetry::Value::String(s) = &kv.value
+            && let std::borrow::Cow::Owned(clean) = crate::redact::redact(s.as_str())
+        {
+            kv.value = opentelemetry::Value::String(clean.into());
+        }
+    }
 }
 
 /// Adds the current span's W3C `traceparent` to an outgoing request while traces are exported,
@@ -252,7 +338,9 @@ mod tests {
     #[test]
     fn escaping_writer_escapes_only_control_characters() {
         let mut out = String::new();
-        Escaping(&mut out).write_str("a\u{1b}[31mb\nc\r\té\u{7f}").unwrap();
+        Escaping(&mut out)
+            .write_str("a\u{1b}[31mb\nc\r\té\u{7f}")
+            .unwrap();
         assert_eq!(out, "a\\u{1b}[31mb\\nc\\r\\té\\u{7f}");
     }
 }

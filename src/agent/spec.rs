@@ -308,7 +308,7 @@ pub fn model_config(
                 }
                 let v = render(v.as_str().unwrap_or(""), &cp, &m.credential, Escape::Raw)
                     .map_err(|e| invalid(field, format!("its connector's headers: {e}")))?;
-                out.push((k.clone(), Secret::new(v)));
+                out.push((k.clone(), Secret::header(k, v)));
             }
         }
         Ok(out)

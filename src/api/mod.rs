@@ -116,6 +116,45 @@ pub async fn json_errors(req: axum::extract::Request, next: axum::middleware::Ne
     Response::from_parts(parts, axum::body::Body::from(body))
 }
 
+/// Middleware: every whole (not streamed) answer passes the redactor, so an error quoting an
+/// upstream, a task document or any other JSON never carries a known secret (see
+/// [`crate::redact`]). Streams are left alone: their frames were redacted as they were made.
+pub async fn redact_responses(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    use http_body::Body as _;
+    let resp = next.run(req).await;
+    let Some(len) = resp.body().size_hint().exact() else {
+        return resp;
+    };
+    let streamed = resp
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("text/event-stream"));
+    if streamed || len == 0 {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(b) => b,
+        Err(e) => return ApiError::Internal(format!("reading an answer: {e}")).into_response(),
+    };
+    if !crate::redact::contains_secret_bytes(&bytes) {
+        return Response::from_parts(parts, axum::body::Body::from(bytes));
+    }
+    let clean = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(mut v) => {
+            crate::redact::redact_value(&mut v);
+            v.to_string().into_bytes()
+        }
+        Err(_) => crate::redact::redact_bytes(&bytes).into_owned(),
+    };
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(clean))
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, kind) = match &self {

@@ -2,10 +2,8 @@
 //! fixture files, URLs) so that every problem stops start-up with the file, the key and the
 //! problem named.
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -24,27 +22,7 @@ pub const DEFAULT_CONFIG: &str = include_str!("../../config/default.toml");
 pub const DEMO_FIXTURE: &str = include_str!("../../fixtures/demo.json");
 const EMBEDDED: &str = "<embedded default config>";
 
-/// A secret value: never printed by `Debug` or `Display`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(Arc<str>);
-
-impl Secret {
-    /// Wraps a secret.
-    pub fn new(s: impl Into<Arc<str>>) -> Self {
-        Self(s.into())
-    }
-
-    /// The secret itself, for the one place that must send it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[REDACTED]")
-    }
-}
+pub use crate::redact::Secret;
 
 /// A configuration problem, naming where it is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -800,6 +778,13 @@ impl Config {
                 "store.url".into(),
                 "must be a postgres:// URL (the embedded SQLite store needs no URL)".into(),
             ));
+        }
+        // A driver error may quote the password alone.
+        if let Some(u) = &store_url
+            && let Ok(parsed) = url::Url::parse(u.expose())
+            && let Some(pw) = parsed.password()
+        {
+            crate::redact::register(pw);
         }
         let store_op_timeout = match raw.store.op_timeout_secs {
             None => crate::store::sql::DEFAULT_OP_TIMEOUT,

@@ -208,7 +208,7 @@ pub(super) fn resolve_model(
     let headers: Vec<(String, Secret)> = m
         .headers
         .iter()
-        .map(|(k, v)| (k.clone(), Secret::new(v.as_str())))
+        .map(|(k, v)| (k.clone(), Secret::header(k, v.as_str())))
         .collect();
     let require_model_id = || {
         if m.model_id.as_deref().is_none_or(str::is_empty) {

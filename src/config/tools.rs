@@ -287,7 +287,10 @@ fn resolve_http(f: HttpFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Too
     };
     let mut hs: Vec<(String, Secret)> = headers
         .into_iter()
-        .map(|(k, v)| (k, Secret::new(v)))
+        .map(|(k, v)| {
+            let v = Secret::header(&k, v);
+            (k, v)
+        })
         .collect();
     for (h, var) in headers_env {
         let v = env_secret(&var, env).map_err(|p| (format!("headers_env.{h}"), p))?;

@@ -304,13 +304,9 @@ impl Connector<'_> {
             .map_err(|e| CallError::Unreachable(crate::model::sse::error_chain(&e)))?;
         if !status.is_success() {
             let text = String::from_utf8_lossy(&bytes);
-            let mut scrubbed = text.to_string();
-            for v in self.credential.values().filter_map(Value::as_str) {
-                scrubbed = crate::model::scrub(&scrubbed, Some(v), 2000);
-            }
             return Err(CallError::Upstream {
                 status: status.as_u16(),
-                body: crate::model::scrub(&scrubbed, None, 2000),
+                body: crate::model::scrub(&text, 2000),
             });
         }
         let doc: Value = serde_json::from_slice(&bytes).map_err(|_| CallError::NotJson)?;

@@ -6,7 +6,6 @@ use super::{ModelError, ModelEvent};
 #[cfg(feature = "server")]
 use {
     super::{ModelStream, error_message_from_body, scrub},
-    crate::config::Secret,
     eventsource_stream::Eventsource,
     futures::StreamExt,
     std::time::Duration,
@@ -26,28 +25,26 @@ pub trait SseNormaliser: Send + 'static {
 }
 
 #[cfg(feature = "server")]
-/// Sends `request` and streams what `normaliser` makes of the answer. `secret` is scrubbed from
-/// every error message.
+/// Sends `request` and streams what `normaliser` makes of the answer. Known secrets are
+/// scrubbed from every error message (see [`crate::redact`]).
 pub fn stream(
     request: reqwest::RequestBuilder,
-    secret: Option<Secret>,
     idle: Duration,
     mut normaliser: impl SseNormaliser,
 ) -> ModelStream {
     async_stream::stream! {
-        let secret = secret.as_ref().map(Secret::expose);
         let request = crate::telemetry::with_traceparent(request);
         let resp = match request.send().await {
             Ok(r) => r,
             Err(e) => {
-                yield Err(ModelError::Connect(scrub(&error_chain(&e), secret, 500)));
+                yield Err(ModelError::Connect(scrub(&error_chain(&e), 500)));
                 return;
             }
         };
         let status = resp.status();
         if !status.is_success() {
             let body = read_capped(resp, MAX_ERROR_BODY).await;
-            let message = scrub(&error_message_from_body(&body), secret, 1000);
+            let message = scrub(&error_message_from_body(&body), 1000);
             yield Err(ModelError::Http { status: status.as_u16(), message });
             return;
         }
@@ -62,7 +59,7 @@ pub fn stream(
             };
             let (step, terminal) = match next {
                 None => (normaliser.eof(), true),
-                Some(Err(e)) => (Err(ModelError::Interrupted(scrub(&e.to_string(), secret, 500))), true),
+                Some(Err(e)) => (Err(ModelError::Interrupted(scrub(&e.to_string(), 500))), true),
                 Some(Ok(ev)) => {
                     let data = ev.data.trim();
                     if data.is_empty() {

@@ -1,6 +1,7 @@
 //! The single way events leave a run: adapt them to the client's protocol version, pass them
 //! through the verifier, stamp and frame them, and send them into the bounded channel that feeds
-//! the HTTP body. A slow client therefore slows the run instead of growing memory.
+//! the HTTP body. A slow client therefore slows the run instead of growing memory. Every frame
+//! passes the redactor ([`crate::redact`]) before it is sent or logged for replay.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -200,10 +201,12 @@ impl Emitter {
         self.transcript.apply(&event);
         self.seq += 1;
         let terminal = matches!(event, Event::RunFinished { .. } | Event::RunError { .. });
-        let json = event_json(&Envelope {
+        // One scan of the encoded event for known secrets (an upstream quoting the key in an
+        // error, a tool echoing its token), before the client or the replay log sees it.
+        let json = crate::redact::redact_json_text(event_json(&Envelope {
             event,
             timestamp: Some(now_ms()),
-        });
+        }));
         let frame = sse_frame(self.seq, &json);
         if let Some(log) = &self.log {
             log.push(self.seq, json).await;

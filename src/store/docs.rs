@@ -103,6 +103,13 @@ fn doc_from_row(r: &sqlx::any::AnyRow) -> Result<Doc, StoreError> {
 #[async_trait]
 impl DocStore for SqlStore {
     async fn put_doc(&self, kind: DocKind, doc: &Doc) -> Result<(), StoreError> {
+        // Tasks record what a run said (answers, upstream errors): known secrets are removed
+        // before they reach the database. Registrations are configuration, whose secrets are
+        // sealed apart; rewriting them would break the configuration itself.
+        let body = match kind {
+            DocKind::Task => crate::redact::redact_json_text(doc.body.to_string()),
+            _ => doc.body.to_string(),
+        };
         self.timed(async move {
             let sql = self.sql(
                 "INSERT INTO ml_docs (kind, id, name, body, sealed, created_ms, updated_ms, owner) \
@@ -114,7 +121,7 @@ impl DocStore for SqlStore {
                 .bind(kind.as_str())
                 .bind(doc.id.as_str())
                 .bind(doc.name.as_str())
-                .bind(doc.body.to_string())
+                .bind(body)
                 .bind(doc.sealed.clone())
                 .bind(doc.created_ms)
                 .bind(doc.updated_ms.max(now_ms()))

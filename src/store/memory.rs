@@ -247,6 +247,12 @@ fn to_text<T: serde::Serialize>(v: &T) -> Result<String, StoreError> {
     serde_json::to_string(v).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
+/// [`to_text`] for what a conversation wrote (memories, their metadata): known secrets are
+/// removed before they reach the database.
+fn to_clean_text<T: serde::Serialize>(v: &T) -> Result<String, StoreError> {
+    to_text(v).map(crate::redact::redact_json_text)
+}
+
 fn from_text<T: serde::de::DeserializeOwned>(what: &str, s: &str) -> Result<T, StoreError> {
     serde_json::from_str(s).map_err(|e| StoreError::Corrupt(format!("{what}: {e}")))
 }
@@ -578,7 +584,7 @@ impl MemoryStore for SqlStore {
                 .bind(session.session_id.as_str())
                 .bind(seq)
                 .bind(session.summary.clone())
-                .bind(to_text(&session.metadata)?)
+                .bind(to_clean_text(&session.metadata)?)
                 .bind(to_text(&session.namespace)?)
                 .bind(count(session.namespace.len()))
                 .bind(now)
@@ -768,7 +774,7 @@ impl MemoryStore for SqlStore {
                 .bind(memory.payload_type.as_str())
                 .bind(to_text(&memory.namespace)?)
                 .bind(count(memory.namespace.len()))
-                .bind(to_text(&memory.body)?)
+                .bind(to_clean_text(&memory.body)?)
                 .bind(now)
                 .bind(new.owner.as_str())
                 .execute(&mut *tx)

@@ -43,6 +43,7 @@ impl Sealer {
                 key.len()
             )));
         }
+        crate::redact::register(&STANDARD.encode(key));
         let unbound =
             UnboundKey::new(&AES_256_GCM, key).map_err(|_| SealError::Key("rejected".into()))?;
         Ok(Self {
@@ -91,6 +92,8 @@ impl Sealer {
 
     /// Encrypts `value` for the document `id`.
     pub fn seal(&self, id: &str, value: &Value) -> Result<String, SealError> {
+        // What is sealed is secret from now on, wherever a copy of it travels.
+        crate::redact::register_json(value);
         let mut nonce = [0u8; NONCE_LEN];
         self.rng
             .fill(&mut nonce)
@@ -121,7 +124,9 @@ impl Sealer {
             .key
             .open_in_place(nonce, Aad::from(id.as_bytes()), &mut data)
             .map_err(|_| SealError::Open)?;
-        serde_json::from_slice(plain).map_err(|_| SealError::Open)
+        let value: Value = serde_json::from_slice(plain).map_err(|_| SealError::Open)?;
+        crate::redact::register_json(&value);
+        Ok(value)
     }
 }
 

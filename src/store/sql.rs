@@ -219,8 +219,10 @@ impl Store for SqlStore {
                  ON CONFLICT (agent_id, thread_id, message_id) DO UPDATE SET body = excluded.body, role = excluded.role, updated_at = excluded.updated_at",
             );
             for m in messages {
-                let body =
-                    serde_json::to_string(&m.body).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                // Known secrets never reach the database (an upstream error quoted in a message).
+                let body = crate::redact::redact_json_text(
+                    serde_json::to_string(&m.body).map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                );
                 sqlx::query(AssertSqlSafe(upsert.clone()))
                     .bind(agent)
                     .bind(thread)

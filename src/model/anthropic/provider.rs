@@ -90,7 +90,6 @@ impl Provider for AnthropicProvider {
         }
         sse::stream(
             builder,
-            self.settings.api_key.clone(),
             self.settings.idle_timeout,
             stream::StreamState::default(),
         )

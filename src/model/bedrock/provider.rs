@@ -87,6 +87,17 @@ impl Inner {
                 if let Some(u) = &s.endpoint_url {
                     loader = loader.endpoint_url(u.clone());
                 }
+                // The standard chain's keys from the environment are secrets the redactor
+                // must know as well as configured ones.
+                for var in [
+                    "AWS_SECRET_ACCESS_KEY",
+                    "AWS_SESSION_TOKEN",
+                    "AWS_BEARER_TOKEN_BEDROCK",
+                ] {
+                    if let Ok(v) = std::env::var(var) {
+                        crate::redact::register(&v);
+                    }
+                }
                 let sdk = loader.load().await;
                 let mut b = aws_sdk_bedrockruntime::config::Builder::from(&sdk);
                 if let Some(t) = &s.bearer_token {
@@ -98,25 +109,6 @@ impl Inner {
             })
             .await
     }
-
-    fn secrets(&self) -> Vec<String> {
-        let s = &self.settings;
-        let mut out = Vec::new();
-        if let Some(c) = &s.credentials {
-            out.push(c.secret_key.expose().to_string());
-            out.extend(c.session_token.as_ref().map(|t| t.expose().to_string()));
-        }
-        out.extend(s.bearer_token.as_ref().map(|t| t.expose().to_string()));
-        out
-    }
-}
-
-fn scrub_all(text: &str, secrets: &[String]) -> String {
-    let mut s = text.to_string();
-    for k in secrets {
-        s = scrub(&s, Some(k), usize::MAX);
-    }
-    scrub(&s, None, 1000)
 }
 
 /// Maps an SDK error to the provider-neutral one, keeping the HTTP status and AWS error code.
@@ -126,14 +118,13 @@ fn sdk_error<
 >(
     e: &SdkError<E, R>,
     status: Option<u16>,
-    secrets: &[String],
     fallback_code: Option<&str>,
 ) -> ModelError {
     match e {
         SdkError::ServiceError(ctx) => {
             let err = ctx.err();
             let code = err.code().or(fallback_code).map(str::to_string);
-            let message = scrub_all(err.message().unwrap_or("no message"), secrets);
+            let message = scrub(err.message().unwrap_or("no message"), 1000);
             let message = match &code {
                 Some(c) => format!("{c}: {message}"),
                 None => message,
@@ -147,9 +138,9 @@ fn sdk_error<
             }
         }
         SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => {
-            ModelError::Connect(scrub_all(&crate::model::sse::error_chain(e), secrets))
+            ModelError::Connect(scrub(&crate::model::sse::error_chain(e), 1000))
         }
-        _ => ModelError::Interrupted(scrub_all(&crate::model::sse::error_chain(e), secrets)),
+        _ => ModelError::Interrupted(scrub(&crate::model::sse::error_chain(e), 1000)),
     }
 }
 
@@ -194,7 +185,6 @@ impl Provider for BedrockProvider {
         let extra: Option<Document> = (!settings.extra.is_empty())
             .then(|| convert::to_document(&serde_json::Value::Object(settings.extra.clone())));
         let idle = settings.idle_timeout;
-        let secrets = self.inner.secrets();
         let model_id = settings.model_id.clone();
         let inner = Arc::clone(&self.inner);
         async_stream::stream! {
@@ -213,7 +203,7 @@ impl Provider for BedrockProvider {
                 Ok(o) => o,
                 Err(e) => {
                     let status = e.raw_response().map(|r| r.status().as_u16());
-                    yield Err(sdk_error(&e, status, &secrets, None));
+                    yield Err(sdk_error(&e, status, None));
                     return;
                 }
             };
@@ -250,7 +240,7 @@ impl Provider for BedrockProvider {
                             SdkError::ServiceError(ctx) => Some(stream_error_code(ctx.err())),
                             _ => None,
                         };
-                        yield Err(sdk_error(&e, None, &secrets, code));
+                        yield Err(sdk_error(&e, None, code));
                         return;
                     }
                 }

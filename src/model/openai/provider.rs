@@ -87,7 +87,6 @@ impl Provider for OpenAiProvider {
         }
         sse::stream(
             builder,
-            self.settings.api_key.clone(),
             self.settings.idle_timeout,
             stream::StreamState::default(),
         )

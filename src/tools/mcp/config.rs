@@ -157,7 +157,8 @@ pub fn parse(
             let mut seen = HashSet::new();
             let literal = f.headers.into_iter().map(|(k, v)| {
                 let key = format!("headers.{k}");
-                (k, Ok(Secret::new(v)), key)
+                let v = Secret::header(&k, v);
+                (k, Ok(v), key)
             });
             let from_env = f.headers_env.into_iter().map(|(k, var)| {
                 let key = format!("headers_env.{k}");
@@ -215,7 +216,8 @@ pub fn parse(
                 if k.is_empty() || k.contains('=') || k.contains('\0') {
                     return Err(fail(format!("env.{k}"), "not a valid variable name"));
                 }
-                vars.push((k, Secret::new(v)));
+                let v = Secret::header(&k, v);
+                vars.push((k, v));
             }
             McpTransport::Stdio {
                 command,
