@@ -267,6 +267,7 @@ async fn ingest_search_filter_and_delete_through_the_api() {
     assert_eq!(status, 404);
     let resp = reqwest::Client::new()
         .post(gw.url("/indices/handbook/documents"))
+        .header("content-type", "application/json")
         .body("{not json")
         .send()
         .await

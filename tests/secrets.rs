@@ -366,6 +366,8 @@ async fn case(provider: Provider, way: Way, mode: Echo) {
             ));
         }
     }
+    // The fake upstreams are on loopback, which registered URLs may reach only when trusted.
+    toml.push_str(TRUST_LOOPBACK);
     let config = dir.join("gw.toml");
     std::fs::write(&config, toml).unwrap();
     let gw = GatewayProcess::spawn(
