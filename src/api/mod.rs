@@ -52,6 +52,9 @@ pub enum ApiError {
     /// The key may not do this.
     #[error("{0}")]
     Forbidden(String),
+    /// The store did not answer, so the request could not be checked or taken; retry later.
+    #[error("the store is unavailable; retry shortly")]
+    StoreUnavailable(String),
     /// A server fault.
     #[error("internal error")]
     Internal(String),
@@ -167,6 +170,10 @@ impl IntoResponse for ApiError {
             ApiError::TooManyRuns(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_runs"),
             ApiError::Overloaded(_) => (StatusCode::SERVICE_UNAVAILABLE, "overloaded"),
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            ApiError::StoreUnavailable(detail) => {
+                tracing::warn!(%detail, "store unavailable before a run could start");
+                (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable")
+            }
             ApiError::Internal(detail) => {
                 tracing::error!(%detail, "internal error");
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal_error")

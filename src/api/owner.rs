@@ -26,7 +26,7 @@ impl From<Refusal> for ApiError {
     fn from(r: Refusal) -> Self {
         match r {
             Refusal::NotFound(m) => ApiError::NotFound(m),
-            Refusal::Store(e) => ApiError::Internal(e.to_string()),
+            Refusal::Store(e) => ApiError::StoreUnavailable(e.to_string()),
         }
     }
 }
