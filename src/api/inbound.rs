@@ -39,17 +39,7 @@ fn error(status: StatusCode, kind: &str, message: String) -> Response {
 /// Whether a `content-type` is JSON (`application/json` or `application/*+json`, any
 /// parameters).
 fn is_json(v: &HeaderValue) -> bool {
-    let Ok(v) = v.to_str() else { return false };
-    let essence = v
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    essence == "application/json"
-        || essence
-            .strip_prefix("application/")
-            .is_some_and(|s| s.ends_with("+json"))
+    v.to_str().is_ok_and(crate::tools::openapi::is_json)
 }
 
 fn has_body(body: &Body) -> bool {

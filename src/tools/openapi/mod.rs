@@ -59,6 +59,7 @@
 
 mod call;
 mod plan;
+pub(crate) use plan::is_json;
 mod schema;
 
 use std::path::{Path, PathBuf};

@@ -335,7 +335,8 @@ fn operation(
 }
 
 /// `application/json`, `application/json; charset=utf-8`, `application/merge-patch+json`...
-fn is_json(media_type: &str) -> bool {
+/// (also the gateway's own test of request bodies).
+pub(crate) fn is_json(media_type: &str) -> bool {
     let essence = media_type
         .split(';')
         .next()
