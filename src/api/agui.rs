@@ -169,11 +169,13 @@ pub(crate) async fn start(
     let ids = (input.thread_id.clone(), input.run_id.clone());
     let (tx, rx) = mpsc::channel(state.settings.channel_capacity);
     let cancel = CancellationToken::new();
-    let mut emitter = Emitter::new(tx, input.is_v1()).with_cancel_reason(
-        state.runs.shutdown_flag(),
-        "SHUTDOWN",
-        "The gateway is shutting down; start the run again (another instance will take it).",
-    );
+    let mut emitter = Emitter::new(tx, input.is_v1())
+        .with_stall_timeout(Duration::from_secs(state.settings.write_timeout_secs))
+        .with_cancel_reason(
+            state.runs.shutdown_flag(),
+            "SHUTDOWN",
+            "The gateway is shutting down; start the run again (another instance will take it).",
+        );
     let begun = state
         .runs
         .begin_when_free(

@@ -51,6 +51,10 @@ pub struct Emitter {
     cancel_reasons: Vec<CancelReason>,
     /// The `RUN_ERROR` code sent, once sent.
     error_code: Option<String>,
+    /// How long a full channel may stay full before the client counts as gone: a client that
+    /// keeps its connection alive but stops reading (an HTTP/2 stream whose window it never
+    /// opens) must not hold the run and its upstream call.
+    stall: Option<std::time::Duration>,
 }
 
 /// A cause of cancellation and what the run's `RUN_ERROR` says when it is the cause.
@@ -76,7 +80,15 @@ impl Emitter {
             closing: None,
             cancel_reasons: Vec::new(),
             error_code: None,
+            stall: None,
         }
+    }
+
+    /// Counts the client as gone once it has taken no frame for `stall` while the channel is
+    /// full.
+    pub fn with_stall_timeout(mut self, stall: std::time::Duration) -> Self {
+        self.stall = Some(stall);
+        self
     }
 
     /// Reports cancellations as `code` with `message` once `flag` is raised (e.g. `SHUTDOWN`
@@ -217,7 +229,7 @@ impl Emitter {
         if self.client_gone {
             return Ok(());
         }
-        if self.tx.send(frame).await.is_err() {
+        if !self.deliver(frame).await {
             if !self.detachable {
                 return Err(EmitError::Disconnected);
             }
@@ -225,6 +237,29 @@ impl Emitter {
             self.client_gone = true;
         }
         Ok(())
+    }
+
+    /// Queues a frame for the client; false when the client is gone or stopped reading. The
+    /// common case, room in the channel, takes no timer.
+    async fn deliver(&mut self, frame: Bytes) -> bool {
+        let frame = match self.tx.try_send(frame) {
+            Ok(()) => return true,
+            Err(mpsc::error::TrySendError::Closed(_)) => return false,
+            Err(mpsc::error::TrySendError::Full(frame)) => frame,
+        };
+        let Some(stall) = self.stall else {
+            return self.tx.send(frame).await.is_ok();
+        };
+        match tokio::time::timeout(stall, self.tx.send(frame)).await {
+            Ok(sent) => sent.is_ok(),
+            Err(_) => {
+                tracing::info!(
+                    stall_secs = stall.as_secs(),
+                    "the client stopped reading its stream; counted as gone"
+                );
+                false
+            }
+        }
     }
 
     /// Rewrites or drops 1.0-only shapes for older clients.
@@ -359,6 +394,24 @@ mod tests {
         );
         assert!(rx.recv().await.is_some());
         e.emit(delta()).await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_stops_reading_counts_as_gone_after_the_stall_timeout() {
+        let (tx, rx) = mpsc::channel(1);
+        let stall = std::time::Duration::from_secs(30);
+        let mut e = Emitter::new(tx, true).with_stall_timeout(stall);
+        e.emit(started()).await.unwrap();
+        let begun = tokio::time::Instant::now();
+        // The channel is full and nobody reads (time is paused and advances only when idle).
+        let ended = e.emit(Event::TextMessageStart {
+            message_id: "m".into(),
+            role: None,
+            name: None,
+        });
+        assert!(matches!(ended.await, Err(EmitError::Disconnected)));
+        assert!(begun.elapsed() >= stall);
+        drop(rx);
     }
 
     #[tokio::test]
