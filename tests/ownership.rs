@@ -253,6 +253,31 @@ async fn another_keys_task_and_memory_are_not_found() {
     }
 }
 
+/// Ids with a NUL are refused before they reach the store (PostgreSQL refuses them as keys).
+#[tokio::test]
+async fn nul_in_a_memory_id_or_container_id_is_a_client_error() {
+    for gw in gateways().await {
+        let kind = gw.state.store.kind();
+        for (agent, params, status) in [
+            ("x", json!({"question": "q", "memory_id": "m\u{0}x"}), 400),
+            (
+                "y",
+                json!({"question": "q", "memory_container_id": "c\u{0}x"}),
+                404,
+            ),
+        ] {
+            let r = post_json_as(
+                &gw,
+                ALICE,
+                &format!("/_plugins/_ml/agents/{agent}/_execute"),
+                &json!({ "parameters": params }),
+            )
+            .await;
+            assert_eq!(r.status().as_u16(), status, "{kind} {params}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn memory_containers_record_their_creator_and_other_keys_cannot_borrow_them() {
     for gw in gateways().await {

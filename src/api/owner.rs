@@ -67,6 +67,10 @@ pub async fn check_container(
     if agent.memory.memory_container_id.as_deref() == Some(id.as_str()) {
         return Ok(());
     }
+    // No container has a NUL in its id, and PostgreSQL would refuse the lookup.
+    if id.contains('\0') {
+        return Err(Refusal::NotFound(format!("no memory container {id:?}")));
+    }
     match state.store.container(&id).await? {
         Some(c) if !who.may_use(c.owner.as_deref()) => {
             Err(Refusal::NotFound(format!("no memory container {id:?}")))

@@ -113,11 +113,12 @@ async fn prepare(
     };
     let memory_id = match params.get("memory_id") {
         None => None,
-        Some(Value::String(m)) if !m.is_empty() => Some(m.clone()),
+        // A NUL would reach the store as a key, which PostgreSQL refuses.
+        Some(Value::String(m)) if !m.is_empty() && !m.contains('\0') => Some(m.clone()),
         Some(_) => {
             return Err(MlError::bad(
                 "parameters.memory_id",
-                "must be a non-empty string",
+                "must be a non-empty string without NUL characters",
             ));
         }
     };
