@@ -173,6 +173,11 @@ async fn unknown_routes_wrong_methods_and_bad_queries_answer_json() {
         (client.get(gw.url("/no/such/route")), 404, "not_found"),
         (client.delete(gw.url("/healthz")), 405, "method_not_allowed"),
         (
+            client.get(gw.url("/_plugins/_ml/tasks/t%00x")),
+            400,
+            "invalid_request",
+        ),
+        (
             client.get(gw.url("/agents/a/agui/runs/r1/events?after=-5")),
             400,
             "invalid_request",

@@ -71,6 +71,19 @@ pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> R
             ),
         );
     }
+    // Ids in paths and queries become store keys, and PostgreSQL refuses a NUL in text: no id
+    // has one, so such a request is refused whole rather than failing in the store.
+    if req
+        .uri()
+        .path_and_query()
+        .is_some_and(|pq| pq.as_str().contains("%00"))
+    {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "the path and query must not contain an encoded NUL (%00)".into(),
+        );
+    }
     let writes = matches!(req.method().as_str(), "POST" | "PUT" | "PATCH");
     if writes
         && has_body(req.body())
