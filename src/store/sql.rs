@@ -271,22 +271,21 @@ impl Store for SqlStore {
             if let Some(o) = self.thread_owner_now(agent, thread).await? {
                 return Ok(o);
             }
+            // One statement answers the owner either way: this claim's, or the one that
+            // raced it (the no-op update keeps it and makes RETURNING see it).
             let claim = self.sql(
                 "INSERT INTO threads (agent_id, thread_id, owner, created_at) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (agent_id, thread_id) DO NOTHING",
+                 ON CONFLICT (agent_id, thread_id) DO UPDATE SET owner = threads.owner \
+                 RETURNING owner",
             );
-            sqlx::query(AssertSqlSafe(claim))
+            let row = sqlx::query(AssertSqlSafe(claim))
                 .bind(agent)
                 .bind(thread)
                 .bind(owner)
                 .bind(now_ms())
-                .execute(&self.pool)
+                .fetch_one(&self.pool)
                 .await?;
-            match self.thread_owner_now(agent, thread).await? {
-                Some(o) => Ok(o),
-                // Deleted between the two statements: nobody else holds it.
-                None => Ok(owner.to_string()),
-            }
+            Ok(row.try_get(0)?)
         })
         .await
     }
