@@ -63,8 +63,9 @@ pub async fn run_agent(
     check_tools(&agent, &input)?;
     check_limits(&state, &input)?;
     let who = owner::principal(&state, caller.as_deref());
-    owner::claim_run(&state, &who, &agent, &input).await?;
+    // The in-memory admission first: a request refused for load costs no store I/O.
     let permit = admit(&state, caller.as_deref()).map_err(refused)?;
+    owner::claim_run(&state, &who, &agent, &input).await?;
     let started = start(&state, agent, input, permit, who.name).await;
     Ok(sse_response(&state, started))
 }

@@ -323,8 +323,8 @@ pub async fn execute(
     let agent = agent(&state, &id).await?;
     let who = owner::principal(&state, caller.as_deref());
     let prepared = prepare(&state, &who, &agent, &body).await?;
-    owner::claim_run(&state, &who, &agent, &prepared.input).await?;
     let permit = admit(&state, caller.as_deref())?;
+    owner::claim_run(&state, &who, &agent, &prepared.input).await?;
     if wants_async(query.as_deref()) {
         return start_task(&state, agent, prepared, permit, who.name).await;
     }
@@ -446,8 +446,8 @@ pub async fn execute_stream(
     } else {
         prepare(&state, &who, &agent, &value).await?.input
     };
-    owner::claim_run(&state, &who, &agent, &run).await?;
     let permit = admit(&state, caller.as_deref())?;
+    owner::claim_run(&state, &who, &agent, &run).await?;
     let started = agui::start(&state, agent, run, permit, who.name).await;
     Ok(agui::sse_response(&state, started))
 }
