@@ -9,7 +9,6 @@ use axum::http::{HeaderValue, StatusCode, header, request::Parts};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body::Body as _;
-use serde_json::json;
 use tower_http::cors::AllowOrigin;
 
 use crate::AppState;
@@ -29,11 +28,7 @@ pub fn allow_origin(origins: &[String]) -> AllowOrigin {
 }
 
 fn error(status: StatusCode, kind: &str, message: String) -> Response {
-    (
-        status,
-        axum::Json(json!({ "error": { "type": kind, "message": message } })),
-    )
-        .into_response()
+    (status, axum::Json(super::error_json(kind, &message))).into_response()
 }
 
 /// Whether a `content-type` is JSON (`application/json` or `application/*+json`, any

@@ -73,6 +73,11 @@ pub(crate) fn add_retry_after(resp: &mut Response) {
     }
 }
 
+/// The API's error body, `{"error": {"type", "message"}}`: one shape for every refusal.
+pub(crate) fn error_json(kind: &str, message: &str) -> serde_json::Value {
+    json!({ "error": { "type": kind, "message": message } })
+}
+
 /// Gives every error the API's JSON shape, whoever produced it: axum's own rejections (a
 /// malformed query string, a path that does not decode, a body that is not JSON), unknown
 /// routes and wrong methods answer in plain text, which clients cannot parse.
@@ -110,7 +115,7 @@ pub async fn json_errors(req: axum::extract::Request, next: axum::middleware::Ne
     } else {
         text
     };
-    let body = json!({ "error": { "type": kind, "message": message } }).to_string();
+    let body = error_json(kind, &message).to_string();
     parts.headers.insert(
         axum::http::header::CONTENT_TYPE,
         axum::http::HeaderValue::from_static("application/json"),
@@ -179,14 +184,16 @@ impl IntoResponse for ApiError {
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal_error")
             }
         };
-        let mut error = json!({ "type": kind, "message": self.to_string() });
-        if let ApiError::BadRequest { field, message } = &self {
-            error["message"] = json!(message);
-            if !field.is_empty() {
-                error["field"] = json!(field);
-            }
+        let mut body = match &self {
+            ApiError::BadRequest { message, .. } => error_json(kind, message),
+            _ => error_json(kind, &self.to_string()),
+        };
+        if let ApiError::BadRequest { field, .. } = &self
+            && !field.is_empty()
+        {
+            body["error"]["field"] = json!(field);
         }
-        let mut resp = (status, Json(json!({ "error": error }))).into_response();
+        let mut resp = (status, Json(body)).into_response();
         add_retry_after(&mut resp);
         if status == StatusCode::UNAUTHORIZED {
             resp.headers_mut().insert(
