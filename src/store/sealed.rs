@@ -170,6 +170,29 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn the_master_key_and_what_it_seals_are_known_to_the_redactor() {
+        use base64::Engine;
+        let key = [42u8; 32];
+        let text = base64::engine::general_purpose::STANDARD.encode(key);
+        let s = Sealer::new(&key).unwrap();
+        assert_eq!(
+            crate::redact::redact(&format!("key {text}")),
+            "key [REDACTED]"
+        );
+        let sealed = s
+            .seal("doc-r", &json!({"api_key": "sk-sealed-UNIT-7777"}))
+            .unwrap();
+        assert_eq!(
+            crate::redact::redact("echo sk-sealed-UNIT-7777"),
+            "echo [REDACTED]"
+        );
+        assert_eq!(
+            s.open("doc-r", &sealed).unwrap()["api_key"],
+            "sk-sealed-UNIT-7777"
+        );
+    }
+
+    #[test]
     fn sealed_values_open_only_for_their_document_and_key() {
         let s = Sealer::new(&[7u8; 32]).unwrap();
         let secret = json!({"access_key": "AKIAEXAMPLE", "secret_key": "wJalrXUtnFEMI"});
