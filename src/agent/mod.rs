@@ -44,6 +44,9 @@ pub struct Report {
     pub outputs: Vec<(String, String)>,
     /// The flow step that produced the answer.
     pub last_tool: Option<String>,
+    /// What the run told the client besides the answer (`content_dropped`, `input_notices`),
+    /// by name, so a synchronous answer reports it as the stream did.
+    pub notices: Vec<(String, serde_json::Value)>,
 }
 
 /// Runs `agent` on `input` with the loop its type calls for.

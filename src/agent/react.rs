@@ -64,6 +64,7 @@ pub async fn run(
         cancel,
         used_call_ids: HashSet::new(),
         usage: Ledger::default(),
+        notices: Vec::new(),
         thread_store,
         saved: false,
         stop: "end_turn",
@@ -142,6 +143,7 @@ pub async fn run(
     }
     report.messages = run.emitter.transcript().messages();
     report.usage = std::mem::take(&mut run.usage);
+    report.notices = std::mem::take(&mut run.notices);
     report
 }
 
@@ -155,6 +157,8 @@ struct Run<'a> {
     used_call_ids: HashSet<String>,
     /// Token counts of every model call of the run.
     usage: Ledger,
+    /// Notices told the client (see [`Report::notices`]).
+    notices: Vec<(String, Value)>,
     /// Where the thread is kept, unless the agent opted out.
     thread_store: Option<ThreadStore>,
     /// Whether the run's messages were already saved (before a final snapshot).
@@ -251,12 +255,7 @@ impl Run<'_> {
         };
         if !dropped.is_empty() {
             tracing::info!(count = dropped.len(), "dropped media the model cannot take");
-            self.emitter
-                .emit(Event::Custom {
-                    name: "content_dropped".into(),
-                    value: json!(dropped),
-                })
-                .await?;
+            self.notify("content_dropped", json!(dropped)).await?;
         }
         let tools = &self.agent.tools;
         for d in approvals::from_tool_messages(&messages, |n| tools.requires_approval(n)) {
@@ -272,12 +271,7 @@ impl Run<'_> {
             }
         }
         if !notices.is_empty() {
-            self.emitter
-                .emit(Event::Custom {
-                    name: "input_notices".into(),
-                    value: json!(notices),
-                })
-                .await?;
+            self.notify("input_notices", json!(notices)).await?;
         }
         self.apply_decisions(&mut messages, decisions).await?;
         if messages.is_empty() {
@@ -535,6 +529,19 @@ impl Run<'_> {
             pending_tool_call_ids: Some(pending),
         });
         self.end(outcome).await
+    }
+
+    /// Tells the client something besides the answer (a `CUSTOM` event), and keeps it for a
+    /// synchronous answer.
+    async fn notify(&mut self, name: &str, value: Value) -> Result<(), Halt> {
+        self.notices.push((name.to_string(), value.clone()));
+        self.emitter
+            .emit(Event::Custom {
+                name: name.into(),
+                value,
+            })
+            .await?;
+        Ok(())
     }
 
     async fn end(&mut self, outcome: Option<Outcome>) -> Result<(), Halt> {
@@ -797,6 +804,7 @@ impl Run<'_> {
             self.usage.record(
                 self.agent.provider.name(),
                 self.agent.provider.model_id(),
+                self.agent.model_ref.as_deref(),
                 u,
             );
         }

@@ -11,6 +11,8 @@ use crate::protocol::events::TokenUsage;
 struct Turn {
     provider: String,
     model: String,
+    /// The gateway's id of the registered model, when the call went through one.
+    model_ref: Option<String>,
     usage: Usage,
 }
 
@@ -42,13 +44,28 @@ fn fields(u: &Usage) -> serde_json::Map<String, Value> {
     m
 }
 
+impl Turn {
+    /// `model_id` (the registered model's id, else the provider's model), `model_name` and
+    /// `provider` of a report entry.
+    fn name_into(&self, m: &mut serde_json::Map<String, Value>) {
+        m.insert(
+            "model_id".into(),
+            json!(self.model_ref.as_deref().unwrap_or(&self.model)),
+        );
+        m.insert("model_name".into(), json!(self.model));
+        m.insert("provider".into(), json!(self.provider));
+    }
+}
+
 impl Ledger {
-    /// Records one model call.
-    pub fn record(&mut self, provider: &str, model: &str, usage: Usage) {
+    /// Records one model call: the provider's model name and, when the call went through a
+    /// registered model, its gateway id (`model_id` of the report, streamed or not).
+    pub fn record(&mut self, provider: &str, model: &str, model_ref: Option<&str>, usage: Usage) {
         crate::metrics::tokens(provider, model, usage.input_tokens, usage.output_tokens);
         self.turns.push(Turn {
             provider: provider.to_string(),
             model: model.to_string(),
+            model_ref: model_ref.map(str::to_string),
             usage,
         });
     }
@@ -59,18 +76,17 @@ impl Ledger {
     }
 
     /// Sums per (provider, model), in order of first use, with their call counts.
-    fn per_model(&self) -> Vec<(String, String, u32, Usage)> {
-        let mut out: Vec<(String, String, u32, Usage)> = Vec::new();
+    fn per_model(&self) -> Vec<(&Turn, u32, Usage)> {
+        let mut out: Vec<(&Turn, u32, Usage)> = Vec::new();
         for t in &self.turns {
-            match out
-                .iter_mut()
-                .find(|(p, m, _, _)| *p == t.provider && *m == t.model)
-            {
-                Some((_, _, n, u)) => {
+            match out.iter_mut().find(|(f, _, _)| {
+                f.provider == t.provider && f.model == t.model && f.model_ref == t.model_ref
+            }) {
+                Some((_, n, u)) => {
                     *n += 1;
                     u.add(&t.usage);
                 }
-                None => out.push((t.provider.clone(), t.model.clone(), 1, t.usage)),
+                None => out.push((t, 1, t.usage)),
             }
         }
         out
@@ -80,9 +96,9 @@ impl Ledger {
     pub fn ag_ui(&self) -> Vec<TokenUsage> {
         self.per_model()
             .into_iter()
-            .map(|(provider, model, _, u)| TokenUsage {
-                provider: Some(provider),
-                model: Some(model),
+            .map(|(t, _, u)| TokenUsage {
+                provider: Some(t.provider.clone()),
+                model: Some(t.model.clone()),
                 input_tokens: Some(u.input_tokens),
                 output_tokens: Some(u.output_tokens),
                 total_tokens: Some(u.input_tokens + u.output_tokens),
@@ -102,20 +118,16 @@ impl Ledger {
             .map(|(i, t)| {
                 let mut m = fields(&t.usage);
                 m.insert("turn".into(), json!(i + 1));
-                m.insert("model_id".into(), json!(t.model));
-                m.insert("model_name".into(), json!(t.model));
-                m.insert("provider".into(), json!(t.provider));
+                t.name_into(&mut m);
                 Value::Object(m)
             })
             .collect();
         let per_model: Vec<Value> = self
             .per_model()
             .into_iter()
-            .map(|(provider, model, n, u)| {
+            .map(|(t, n, u)| {
                 let mut m = fields(&u);
-                m.insert("model_id".into(), json!(model));
-                m.insert("model_name".into(), json!(model));
-                m.insert("provider".into(), json!(provider));
+                t.name_into(&mut m);
                 m.insert("call_count".into(), json!(n));
                 Value::Object(m)
             })
@@ -137,9 +149,11 @@ mod tests {
             cached_input_tokens: Some(1),
             ..Default::default()
         };
-        l.record("bedrock", "claude", u(10, 2));
-        l.record("bedrock", "claude", u(20, 3));
+        l.record("bedrock", "claude", Some("m-1"), u(10, 2));
+        l.record("bedrock", "claude", Some("m-1"), u(20, 3));
         let r = l.report();
+        assert_eq!(r["per_turn_usage"][0]["model_id"], "m-1");
+        assert_eq!(r["per_model_usage"][0]["model_name"], "claude");
         assert_eq!(r["per_turn_usage"][1]["turn"], 2);
         assert_eq!(r["per_turn_usage"][1]["total_tokens"], 23);
         assert_eq!(r["per_model_usage"][0]["call_count"], 2);

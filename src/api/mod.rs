@@ -78,10 +78,26 @@ pub(crate) fn error_json(kind: &str, message: &str) -> serde_json::Value {
     json!({ "error": { "type": kind, "message": message } })
 }
 
+/// ml-commons' error body, `{"error": {"type", "reason", "details"}, "status"}`: the agent
+/// API's refusals (see [`ml::MlError`]).
+pub(crate) fn ml_error_json(
+    status: StatusCode,
+    kind: &str,
+    reason: &str,
+    details: serde_json::Value,
+) -> serde_json::Value {
+    json!({
+        "error": { "type": kind, "reason": reason, "details": details },
+        "status": status.as_u16(),
+    })
+}
+
 /// Gives every error the API's JSON shape, whoever produced it: axum's own rejections (a
 /// malformed query string, a path that does not decode, a body that is not JSON), unknown
 /// routes and wrong methods answer in plain text, which clients cannot parse.
 pub async fn json_errors(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    // The agent API answers in ml-commons' envelope, the rest in the gateway's.
+    let ml = req.uri().path().starts_with("/_plugins/");
     let resp = next.run(req).await;
     let status = resp.status();
     let is_json = resp
@@ -115,7 +131,12 @@ pub async fn json_errors(req: axum::extract::Request, next: axum::middleware::Ne
     } else {
         text
     };
-    let body = error_json(kind, &message).to_string();
+    let body = if ml {
+        ml_error_json(status, kind, &message, json!({}))
+    } else {
+        error_json(kind, &message)
+    }
+    .to_string();
     parts.headers.insert(
         axum::http::header::CONTENT_TYPE,
         axum::http::HeaderValue::from_static("application/json"),

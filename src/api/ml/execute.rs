@@ -22,12 +22,28 @@ use crate::conversation::standard::{self, InputType};
 use crate::protocol::input::{self, RunAgentInput};
 use crate::store::docs::{Doc, DocKind};
 
-/// Whether the query string asks for `async=true` (anything else is synchronous).
-fn wants_async(query: Option<&str>) -> bool {
-    query.is_some_and(|q| {
-        url::form_urlencoded::parse(q.as_bytes())
-            .any(|(k, v)| k == "async" && v.eq_ignore_ascii_case("true"))
-    })
+/// Whether the query string asks for an asynchronous execution: `async=true` or `async=false`
+/// (any case; a bare `async` means true, as OpenSearch reads boolean parameters). Any other
+/// value is refused rather than read as false.
+fn wants_async(query: Option<&str>) -> Result<bool, MlError> {
+    let mut wanted = false;
+    for (k, v) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        if k != "async" {
+            continue;
+        }
+        wanted = match v.to_ascii_lowercase().as_str() {
+            "true" | "" => true,
+            "false" => false,
+            _ => {
+                return Err(MlError::BadRequest {
+                    field: "async".into(),
+                    reason: format!("{v:?} is not a boolean; use async=true or async=false"),
+                    details: json!({ "expected": ["true", "false"] }),
+                });
+            }
+        };
+    }
+    Ok(wanted)
 }
 
 async fn agent(state: &AppState, id: &str) -> Result<Arc<Agent>, MlError> {
@@ -217,23 +233,6 @@ fn tool_outputs(report: &Report) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The usage report, naming the agent's registered model.
-fn token_usage(agent: &Agent, report: &Report) -> Value {
-    let mut usage = report.usage.report();
-    if let Some(model_ref) = &agent.model_ref {
-        for list in ["per_turn_usage", "per_model_usage"] {
-            if let Some(entries) = usage[list].as_array_mut() {
-                for e in entries {
-                    if e["model_id"] == agent.provider.model_id() {
-                        e["model_id"] = json!(model_ref);
-                    }
-                }
-            }
-        }
-    }
-    usage
-}
-
 /// A failed run as an error answer.
 fn run_error(code: &str, message: &str) -> MlError {
     match code {
@@ -276,11 +275,16 @@ fn respond(agent: &Agent, p: &Prepared, report: &Report) -> Result<Value, MlErro
         if let Some(m) = &p.memory_id {
             data["memory_id"] = json!(m);
         }
+        for (name, value) in &report.notices {
+            data[name.as_str()] = value.clone();
+        }
         output.push(json!({ "name": "response", "dataAsMap": data }));
         return Ok(json!({ "inference_results": [{ "output": output }] }));
     }
     if let Some(m) = &p.memory_id {
         output.push(json!({ "name": "memory_id", "result": m }));
+        // The V1 docs name it parent_message_id, later ones parent_interaction_id: both.
+        output.push(json!({ "name": "parent_message_id", "result": p.interaction_id }));
         output.push(json!({ "name": "parent_interaction_id", "result": p.interaction_id }));
     }
     if agent.kind.is_flow() {
@@ -304,8 +308,11 @@ fn respond(agent: &Agent, p: &Prepared, report: &Report) -> Result<Value, MlErro
             }
         }
         output.push(json!({ "name": "response", "result": text }));
+        for (name, value) in &report.notices {
+            output.push(json!({ "name": name, "dataAsMap": { name.as_str(): value } }));
+        }
         if p.include_token_usage {
-            output.push(json!({ "name": "token_usage", "dataAsMap": token_usage(agent, report) }));
+            output.push(json!({ "name": "token_usage", "dataAsMap": report.usage.report() }));
         }
     }
     Ok(json!({ "inference_results": [{ "output": output }] }))
@@ -319,13 +326,14 @@ pub async fn execute(
     caller: Option<axum::Extension<crate::api::auth::Caller>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, MlError> {
+    let is_async = wants_async(query.as_deref())?;
     let body = json_body(body)?;
     let agent = agent(&state, &id).await?;
     let who = owner::principal(&state, caller.as_deref());
     let prepared = prepare(&state, &who, &agent, &body).await?;
     let permit = admit(&state, caller.as_deref())?;
     owner::claim_run(&state, &who, &agent, &prepared.input).await?;
-    if wants_async(query.as_deref()) {
+    if is_async {
         return start_task(&state, agent, prepared, permit, who.name).await;
     }
     let started = agui::start(

@@ -107,10 +107,7 @@ impl IntoResponse for MlError {
             MlError::Upstream { reason, details } => (reason, details),
             other => (other.to_string(), json!({})),
         };
-        let body = json!({
-            "error": { "type": kind, "reason": reason, "details": details },
-            "status": status.as_u16(),
-        });
+        let body = crate::api::ml_error_json(status, kind, &reason, details);
         let mut resp = (status, Json(body)).into_response();
         crate::api::add_retry_after(&mut resp);
         resp

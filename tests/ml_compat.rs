@@ -1,0 +1,233 @@
+/// What an ml-commons user migrating to the gateway hits first: `?async=` takes only booleans,
+/// every agent API error (a wrong method included) has ml-commons' envelope, `parent_message_id`
+/// beside `parent_interaction_id`, the same `token_usage.model_id` in synchronous and streamed
+/// answers, and media the model cannot take reported in the synchronous answer.
+mod common;
+
+use common::{FakeOpenAi, Gateway, Reply, text_chunks};
+use serde_json::{Value, json};
+
+const MINIMAL: &str = "[[agents]]\nid = \"cfg\"\n[agents.model]\nprovider = \"scripted\"\n";
+
+async fn send(
+    gw: &Gateway,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut req = reqwest::Client::new().request(method, gw.url(path));
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+async fn post(gw: &Gateway, path: &str, body: Value) -> (u16, Value) {
+    send(gw, reqwest::Method::POST, path, Some(body)).await
+}
+
+fn output<'a>(resp: &'a Value, name: &str) -> &'a Value {
+    resp["inference_results"][0]["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == name)
+        .unwrap_or_else(|| panic!("no output {name:?} in {resp}"))
+}
+
+fn assert_ml_error(status: u16, body: &Value, want: u16) {
+    assert_eq!(status, want, "{body}");
+    assert_eq!(body["status"], want, "{body}");
+    assert!(body["error"]["type"].is_string(), "{body}");
+    assert!(body["error"]["reason"].is_string(), "{body}");
+}
+
+/// A model registered the ml-commons way (connector + model) in front of `up`.
+async fn register_model(gw: &Gateway, up: &FakeOpenAi) -> String {
+    let (status, m) = post(
+        gw,
+        "/_plugins/_ml/models/_register",
+        json!({
+            "name": "gpt", "function_name": "remote",
+            "connector": {
+                "name": "openai", "protocol": "http",
+                "parameters": { "model": "gpt-upstream-name" },
+                "credential": { "openAI_key": "sk-compat" },
+                "actions": [{
+                    "action_type": "predict", "method": "POST",
+                    "url": format!("{}/chat/completions", up.base_url()),
+                    "headers": { "Authorization": "Bearer ${credential.openAI_key}" },
+                    "request_body": "{\"model\":\"${parameters.model}\",\"messages\":${parameters.messages}}"
+                }]
+            }
+        }),
+    )
+    .await;
+    assert_eq!(status, 200, "{m}");
+    m["model_id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn async_takes_only_booleans_and_wrong_methods_answer_in_the_ml_envelope() {
+    let up = FakeOpenAi::start(vec![Reply::Sse(text_chunks("Fine."))]).await;
+    let gw = Gateway::start(MINIMAL).await;
+    let model_id = register_model(&gw, &up).await;
+    let (status, reg) = post(
+        &gw,
+        "/_plugins/_ml/agents/_register",
+        json!({"name": "a", "type": "conversational", "llm": {"model_id": model_id},
+               "parameters": {"_llm_interface": "openai/v1/chat/completions"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{reg}");
+    let id = reg["agent_id"].as_str().unwrap();
+    for bad in ["maybe", "1", "yes", "tru"] {
+        let (status, body) = post(
+            &gw,
+            &format!("/_plugins/_ml/agents/{id}/_execute?async={bad}"),
+            json!({"parameters": {"question": "hi"}}),
+        )
+        .await;
+        assert_ml_error(status, &body, 400);
+        assert_eq!(body["error"]["details"]["field"], "async", "{body}");
+    }
+    // Nothing ran for the refusals: the one reply is still there for a synchronous call.
+    let (status, body) = post(
+        &gw,
+        &format!("/_plugins/_ml/agents/{id}/_execute?async=FALSE"),
+        json!({"parameters": {"question": "hi"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(output(&body, "response")["result"], "Fine.");
+    assert_eq!(up.requests().len(), 1);
+
+    for (method, path) in [
+        (
+            reqwest::Method::GET,
+            "/_plugins/_ml/agents/_register".to_string(),
+        ),
+        (
+            reqwest::Method::PUT,
+            format!("/_plugins/_ml/agents/{id}/_execute"),
+        ),
+        (
+            reqwest::Method::PATCH,
+            "/_plugins/_ml/memory_containers/_create".to_string(),
+        ),
+    ] {
+        let (status, body) = send(&gw, method.clone(), &path, None).await;
+        assert_ml_error(status, &body, 405);
+    }
+}
+
+#[tokio::test]
+async fn sync_and_streamed_answers_name_the_same_model_and_the_parent_message() {
+    let up = FakeOpenAi::start(vec![
+        Reply::Sse(text_chunks("One.")),
+        Reply::Sse(text_chunks("Two.")),
+    ])
+    .await;
+    let gw = Gateway::start(MINIMAL).await;
+    let model_id = register_model(&gw, &up).await;
+    let (_, reg) = post(
+        &gw,
+        "/_plugins/_ml/agents/_register",
+        json!({"name": "a", "type": "conversational", "llm": {"model_id": model_id},
+               "memory": {"type": "conversation_index"},
+               "parameters": {"_llm_interface": "openai/v1/chat/completions"}}),
+    )
+    .await;
+    let id = reg["agent_id"].as_str().unwrap();
+    let (status, sync) = post(
+        &gw,
+        &format!("/_plugins/_ml/agents/{id}/_execute"),
+        json!({"parameters": {"question": "hi", "include_token_usage": true}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{sync}");
+    let parent = output(&sync, "parent_message_id")["result"].clone();
+    assert!(parent.as_str().is_some_and(|p| !p.is_empty()), "{sync}");
+    assert_eq!(output(&sync, "parent_interaction_id")["result"], parent);
+    let usage = &output(&sync, "token_usage")["dataAsMap"];
+    assert_eq!(
+        usage["per_turn_usage"][0]["model_id"],
+        model_id.as_str(),
+        "{usage}"
+    );
+    assert_eq!(
+        usage["per_model_usage"][0]["model_id"],
+        model_id.as_str(),
+        "{usage}"
+    );
+    assert_eq!(
+        usage["per_model_usage"][0]["model_name"], "gpt-upstream-name",
+        "{usage}"
+    );
+
+    let resp = reqwest::Client::new()
+        .post(gw.url(&format!("/_plugins/_ml/agents/{id}/_execute/stream")))
+        .json(&json!({"parameters": {"question": "again", "include_token_usage": true}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let events = common::read_events(resp, true).await;
+    let custom = events
+        .iter()
+        .find(|e| e["type"] == "CUSTOM" && e["name"] == "token_usage")
+        .unwrap_or_else(|| panic!("no token_usage in {events:?}"));
+    assert_eq!(
+        custom["value"]["per_turn_usage"][0]["model_id"],
+        model_id.as_str()
+    );
+    assert_eq!(
+        custom["value"]["per_model_usage"][0]["model_id"],
+        model_id.as_str()
+    );
+}
+
+#[tokio::test]
+async fn media_the_model_cannot_take_is_reported_in_the_synchronous_answer() {
+    let up = FakeOpenAi::start(vec![Reply::Sse(text_chunks("I read the text."))]).await;
+    let gw = Gateway::start(MINIMAL).await;
+    let (status, reg) = post(
+        &gw,
+        "/_plugins/_ml/agents/_register",
+        json!({"name": "v2", "type": "conversational_v2",
+               "model": {"model_id": "gpt-test", "model_provider": "openai/v1/chat/completions",
+                         "credential": {"openAI_key": "sk-x"},
+                         "model_parameters": {"base_url": up.base_url()}}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{reg}");
+    let id = reg["agent_id"].as_str().unwrap();
+    let (status, body) = post(
+        &gw,
+        &format!("/_plugins/_ml/agents/{id}/_execute"),
+        json!({"input": [
+            {"type": "text", "text": "What is in this clip?"},
+            {"type": "video", "source": {"type": "base64", "format": "mp4", "data": "AAAAGGZ0eXBtcDQy"}}
+        ]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let data = &output(&body, "response")["dataAsMap"];
+    assert_eq!(data["message"]["content"][0]["text"], "I read the text.");
+    let dropped = data["content_dropped"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{body}"));
+    assert_eq!(dropped.len(), 1, "{body}");
+    // The model was asked with the text only.
+    let sent = up.requests()[0]["messages"].to_string();
+    assert!(
+        sent.contains("What is in this clip?") && !sent.contains("AAAAGGZ0eXBtcDQy"),
+        "{sent}"
+    );
+}
