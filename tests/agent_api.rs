@@ -816,7 +816,7 @@ async fn every_malformed_request_is_a_400_naming_its_field() {
         ),
         (json!({"name": "a", "type": "flow"}), "tools"),
         (
-            json!({"name": "a", "type": "conversational", "model": scripted, "memory": {"type": "agentic_memory"}}),
+            json!({"name": "a", "type": "conversational", "model": scripted, "memory": {"type": "agentic_memory", "memory_container_id": ""}}),
             "memory.memory_container_id",
         ),
         (

@@ -231,3 +231,75 @@ async fn media_the_model_cannot_take_is_reported_in_the_synchronous_answer() {
         "{sent}"
     );
 }
+
+#[tokio::test]
+async fn agentic_memory_takes_its_container_per_request_and_an_unknown_one_is_a_404() {
+    let gw = Gateway::start(MINIMAL).await;
+    // Seed 000's conversational/v2 registration: agentic memory with no container named.
+    let (status, reg) = post(
+        &gw,
+        "/_plugins/_ml/agents/_register",
+        json!({
+            "name": "Claude 3.7 Agent",
+            "type": "conversational/v2",
+            "description": "Agent with full multi-modal support",
+            "model": {"model_id": "s", "model_provider": "scripted"},
+            "tools": [],
+            "memory": {"type": "agentic_memory"}
+        }),
+    )
+    .await;
+    assert_eq!(status, 200, "{reg}");
+    let id = reg["agent_id"].as_str().unwrap();
+    let exec = format!("/_plugins/_ml/agents/{id}/_execute");
+    let (status, body) = post(&gw, &exec, json!({"input": "hi"})).await;
+    assert_ml_error(status, &body, 400);
+    assert_eq!(
+        body["error"]["details"]["field"],
+        "parameters.memory_container_id"
+    );
+    let (status, body) = post(
+        &gw,
+        &exec,
+        json!({"input": "hi", "parameters": {"memory_container_id": "no-such-container"}}),
+    )
+    .await;
+    assert_ml_error(status, &body, 404);
+
+    let (status, created) = post(
+        &gw,
+        "/_plugins/_ml/memory_containers/_create",
+        json!({"name": "agentic memory test", "description": "Store conversations with semantic search and summarization"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{created}");
+    let container = created["memory_container_id"].as_str().unwrap();
+    let (status, first) = post(
+        &gw,
+        &exec,
+        json!({"input": "hi", "parameters": {"memory_container_id": container}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{first}");
+    let memory_id = output(&first, "response")["dataAsMap"]["memory_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{first}"))
+        .to_string();
+    let (status, second) = post(
+        &gw,
+        &exec,
+        json!({"input": "again", "parameters": {"memory_container_id": container, "memory_id": memory_id}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{second}");
+    // The session lives in the container: its working memories hold both turns.
+    let (status, found) = post(
+        &gw,
+        &format!("/_plugins/_ml/memory_containers/{container}/memories/working/_search"),
+        json!({"query": {"match_all": {}}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{found}");
+    let text = found.to_string();
+    assert!(text.contains("hi") && text.contains("again"), "{found}");
+}

@@ -197,7 +197,7 @@ impl Agent {
     /// Its memory settings for a run with `overrides` (a container named per execution).
     pub fn memory_for(&self, overrides: &Overrides) -> MemoryConfig {
         let mut m = self.memory.clone();
-        if m.memory_container_id.is_some()
+        if m.agentic
             && let Some(c) = &overrides.memory_container_id
         {
             m.memory_container_id = Some(c.clone());

@@ -633,6 +633,7 @@ fn memory_config(v: Option<&Value>) -> Result<MemoryConfig, Invalid> {
         message_history_limit: None,
         snapshot_on_finish: false,
         memory_container_id: None,
+        agentic: false,
     };
     let Some(v) = v else { return Ok(m) };
     let Some(o) = v.as_object() else {
@@ -642,16 +643,18 @@ fn memory_config(v: Option<&Value>) -> Result<MemoryConfig, Invalid> {
         Some("conversation_index") | Some("thread") => m.store = true,
         Some("agentic_memory") => {
             m.store = true;
-            m.memory_container_id = Some(
-                str_field(o, "memory_container_id")
-                    .ok_or_else(|| {
-                        invalid(
-                            "memory.memory_container_id",
-                            "required with type agentic_memory",
-                        )
-                    })?
-                    .to_string(),
-            );
+            m.agentic = true;
+            // Named here, or by each execution (`parameters.memory_container_id`).
+            m.memory_container_id = match o.get("memory_container_id") {
+                None => None,
+                Some(Value::String(c)) if !c.trim().is_empty() => Some(c.clone()),
+                Some(_) => {
+                    return Err(invalid(
+                        "memory.memory_container_id",
+                        "must be a non-empty string (or left out and given per execution)",
+                    ));
+                }
+            };
         }
         Some(other) => {
             return Err(invalid(

@@ -20,6 +20,14 @@ pub enum Refusal {
     /// The store could not say who owns it.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The request leaves out something the agent needs: a 400 naming the field.
+    #[error("{field}: {reason}")]
+    Missing {
+        /// The field the request must give.
+        field: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl From<Refusal> for ApiError {
@@ -27,6 +35,10 @@ impl From<Refusal> for ApiError {
         match r {
             Refusal::NotFound(m) => ApiError::NotFound(m),
             Refusal::Store(e) => ApiError::StoreUnavailable(e.to_string()),
+            Refusal::Missing { field, reason } => ApiError::BadRequest {
+                field,
+                message: reason,
+            },
         }
     }
 }
@@ -36,6 +48,7 @@ impl From<Refusal> for crate::api::ml::MlError {
         match r {
             Refusal::NotFound(m) => crate::api::ml::MlError::NotFound(m),
             Refusal::Store(e) => e.into(),
+            Refusal::Missing { field, reason } => crate::api::ml::MlError::bad(field, reason),
         }
     }
 }
@@ -62,20 +75,24 @@ pub async fn check_container(
         return Ok(());
     }
     let Some(id) = agent.memory_for(overrides).memory_container_id else {
+        if agent.memory.agentic {
+            return Err(Refusal::Missing {
+                field: "parameters.memory_container_id".into(),
+                reason: "this agent keeps agentic memory and names no container: give one at registration (memory.memory_container_id) or per execution".into(),
+            });
+        }
         return Ok(());
     };
-    if agent.memory.memory_container_id.as_deref() == Some(id.as_str()) {
-        return Ok(());
-    }
     // No container has a NUL in its id, and PostgreSQL would refuse the lookup.
     if id.contains('\0') {
         return Err(Refusal::NotFound(format!("no memory container {id:?}")));
     }
+    // The agent's own container was chosen by whoever registered it; another one must be the
+    // caller's. Either must exist: a missing one is the request's fault, not the store's.
+    let registered = agent.memory.memory_container_id.as_deref() == Some(id.as_str());
     match state.store.container(&id).await? {
-        Some(c) if !who.may_use(c.owner.as_deref()) => {
-            Err(Refusal::NotFound(format!("no memory container {id:?}")))
-        }
-        _ => Ok(()),
+        Some(c) if registered || who.may_use(c.owner.as_deref()) => Ok(()),
+        _ => Err(Refusal::NotFound(format!("no memory container {id:?}"))),
     }
 }
 

@@ -479,6 +479,9 @@ pub struct MemoryConfig {
     /// Keep threads in this agentic-memory container (one session per thread) instead of the
     /// thread tables.
     pub memory_container_id: Option<String>,
+    /// Threads live in agentic memory: in `memory_container_id`, or in the container each
+    /// execution names (`parameters.memory_container_id`), one of the two being required.
+    pub agentic: bool,
 }
 
 /// The resolved configuration.
@@ -697,7 +700,7 @@ impl Config {
                 }
                 tools.push(tool);
             }
-            let memory = MemoryConfig {
+            let mut memory = MemoryConfig {
                 store: a.memory.store.unwrap_or(true),
                 history: match a.memory.history.as_deref() {
                     None | Some("client") => HistorySource::Client,
@@ -734,7 +737,9 @@ impl Config {
                         ));
                     }
                 },
+                agentic: false,
             };
+            memory.agentic = memory.memory_container_id.is_some();
             agents.push(AgentConfig {
                 memory,
                 name: a.name.unwrap_or_else(|| a.id.clone()),
