@@ -35,6 +35,8 @@ fn scope(path: &str) -> Scope<'_> {
             Scope::Agent(id)
         }
         ["_plugins", "_ml", "tasks", _] => Scope::AnyKey,
+        // Conversation memories answer each key with its own (see `api::ml::conversations`).
+        ["_plugins", "_ml", "memory", ..] => Scope::AnyKey,
         _ => Scope::Admin,
     }
 }

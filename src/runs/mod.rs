@@ -91,6 +91,11 @@ impl RunManager {
             .is_some_and(|r| r.run_id == run_id)
     }
 
+    /// Whether a run of `thread_id` is active here.
+    pub fn thread_busy(&self, thread_id: &str) -> bool {
+        self.active.contains_key(thread_id)
+    }
+
     /// How many runs are detached now.
     pub fn detached_count(&self) -> usize {
         self.detached.load(Ordering::SeqCst)

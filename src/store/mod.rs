@@ -3,6 +3,7 @@
 //! (replay after a reconnect). Two implementations share the SQL in [`sql`]: SQLite (embedded
 //! default, a WAL file under the data directory) and PostgreSQL (several gateways).
 
+pub mod conversations;
 pub mod docs;
 pub mod memory;
 pub mod sealed;
@@ -109,7 +110,9 @@ pub enum Lease {
 
 /// The persistence interface of the gateway.
 #[async_trait]
-pub trait Store: memory::MemoryStore + docs::DocStore + Send + Sync + 'static {
+pub trait Store:
+    memory::MemoryStore + docs::DocStore + conversations::ConversationIndex + Send + Sync + 'static
+{
     /// `sqlite` or `postgres`.
     fn kind(&self) -> &'static str;
 

@@ -145,6 +145,14 @@ impl SqlStore {
         Ok(row.map(|r| r.try_get::<String, _>(0)).transpose()?)
     }
 
+    /// The `n`th (from 1) bind placeholder of a statement built at run time.
+    pub(crate) fn placeholder(&self, n: usize) -> String {
+        match self.kind {
+            Kind::Postgres => format!("${n}"),
+            Kind::Sqlite => format!("?{n}"),
+        }
+    }
+
     /// The statement in this backend's placeholder syntax.
     pub(crate) fn sql(&self, sql: &'static str) -> Cow<'static, str> {
         match self.kind {

@@ -3,6 +3,7 @@
 //! answers in one shape: `{"error": {"type", "reason", "details"}, "status"}`.
 
 mod agents;
+mod conversations;
 mod docs;
 mod execute;
 mod models;
@@ -163,6 +164,11 @@ pub fn routes() -> Router<AppState> {
             "/_plugins/_ml/connectors/_create",
             post(models::create_connector),
         )
+        // The RFC's spelling of the same call.
+        .route(
+            "/_plugins/_ml/connectors/_register",
+            post(models::create_connector),
+        )
         .route(
             "/_plugins/_ml/connectors/_search",
             post(models::search_connectors),
@@ -195,6 +201,31 @@ pub fn routes() -> Router<AppState> {
             post(execute::execute_stream),
         )
         .route("/_plugins/_ml/tasks/{id}", get(execute::get_task))
+        .route("/_plugins/_ml/memory", get(conversations::list))
+        .route(
+            "/_plugins/_ml/memory/_search",
+            get(conversations::search).post(conversations::search),
+        )
+        .route(
+            "/_plugins/_ml/memory/{id}",
+            get(conversations::get).delete(conversations::delete),
+        )
+        .route(
+            "/_plugins/_ml/memory/{id}/messages",
+            get(conversations::messages),
+        )
+        .route(
+            "/_plugins/_ml/memory/{id}/_search",
+            get(conversations::search_messages).post(conversations::search_messages),
+        )
+        .route(
+            "/_plugins/_ml/memory/message/{id}",
+            get(conversations::message),
+        )
+        .route(
+            "/_plugins/_ml/memory/message/{id}/traces",
+            get(conversations::traces),
+        )
         .route("/_plugins/_ml/{*rest}", axum::routing::any(unknown))
 }
 
