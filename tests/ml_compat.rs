@@ -303,3 +303,76 @@ async fn agentic_memory_takes_its_container_per_request_and_an_unknown_one_is_a_
     let text = found.to_string();
     assert!(text.contains("hi") && text.contains("again"), "{found}");
 }
+
+#[tokio::test]
+async fn cluster_settings_of_ml_commons_are_acknowledged_and_read_back() {
+    let gw = Gateway::start(MINIMAL).await;
+    // Seed 000, 3.2.1, as written (the MCP server's URL filled in).
+    let (status, body) = send(
+        &gw,
+        reqwest::Method::PUT,
+        "/_cluster/settings/",
+        Some(json!({
+          "persistent": {
+            "plugins.ml_commons.trusted_connector_endpoints_regex": [
+              "^http://127\\.0\\.0\\.1:\\d+/.*$"
+            ],
+            "plugins.ml_commons.mcp_connector_enabled": "true"
+          }
+        })),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["acknowledged"], true);
+    assert_eq!(
+        body["persistent"]["plugins"]["ml_commons"]["mcp_connector_enabled"],
+        "true"
+    );
+    let (status, got) = send(&gw, reqwest::Method::GET, "/_cluster/settings", None).await;
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(
+        got["persistent"]["plugins"]["ml_commons"]["trusted_connector_endpoints_regex"][0],
+        "^http://127\\.0\\.0\\.1:\\d+/.*$"
+    );
+    let (_, flat) = send(
+        &gw,
+        reqwest::Method::GET,
+        "/_cluster/settings?flat_settings=true",
+        None,
+    )
+    .await;
+    assert_eq!(
+        flat["persistent"]["plugins.ml_commons.mcp_connector_enabled"], "true",
+        "{flat}"
+    );
+    let (status, body) = send(
+        &gw,
+        reqwest::Method::PUT,
+        "/_cluster/settings",
+        Some(json!({"persistent": {"cluster.routing.allocation.enable": "none"}})),
+    )
+    .await;
+    assert_ml_error(status, &body, 400);
+    // A null removes a setting.
+    let (status, _) = send(
+        &gw,
+        reqwest::Method::PUT,
+        "/_cluster/settings",
+        Some(json!({"persistent": {"plugins.ml_commons.mcp_connector_enabled": null}})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (_, flat) = send(
+        &gw,
+        reqwest::Method::GET,
+        "/_cluster/settings?flat_settings=true",
+        None,
+    )
+    .await;
+    assert!(
+        flat["persistent"]
+            .get("plugins.ml_commons.mcp_connector_enabled")
+            .is_none(),
+        "{flat}"
+    );
+}

@@ -97,7 +97,8 @@ pub(crate) fn ml_error_json(
 /// routes and wrong methods answer in plain text, which clients cannot parse.
 pub async fn json_errors(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
     // The agent API answers in ml-commons' envelope, the rest in the gateway's.
-    let ml = req.uri().path().starts_with("/_plugins/");
+    let ml =
+        req.uri().path().starts_with("/_plugins/") || req.uri().path().starts_with("/_cluster/");
     let resp = next.run(req).await;
     let status = resp.status();
     let is_json = resp

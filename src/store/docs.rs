@@ -19,6 +19,8 @@ pub enum DocKind {
     Agent,
     /// An asynchronous execution.
     Task,
+    /// Settings written through `PUT /_cluster/settings`.
+    Settings,
 }
 
 impl DocKind {
@@ -28,6 +30,7 @@ impl DocKind {
             DocKind::Model => "model",
             DocKind::Agent => "agent",
             DocKind::Task => "task",
+            DocKind::Settings => "settings",
         }
     }
 }

@@ -7,6 +7,7 @@ mod conversations;
 mod docs;
 mod execute;
 mod models;
+mod settings;
 
 use axum::Json;
 use axum::Router;
@@ -227,6 +228,9 @@ pub fn routes() -> Router<AppState> {
             get(conversations::traces),
         )
         .route("/_plugins/_ml/{*rest}", axum::routing::any(unknown))
+        // Seed 000 writes it with a trailing slash.
+        .route("/_cluster/settings", get(settings::get).put(settings::put))
+        .route("/_cluster/settings/", get(settings::get).put(settings::put))
 }
 
 /// Any other path under the agent API: a 404 in the API's error shape.
