@@ -61,7 +61,10 @@ pub struct StoreModels<'a> {
 
 impl StoreModels<'_> {
     /// A connector document and its opened credential.
-    pub async fn connector(&self, id: &str) -> Result<Option<(Value, Map<String, Value>)>, String> {
+    pub async fn connector_doc(
+        &self,
+        id: &str,
+    ) -> Result<Option<(Value, Map<String, Value>)>, String> {
         let Some(doc) = self
             .store
             .doc(DocKind::Connector, id)
@@ -101,7 +104,7 @@ impl ModelLookup for StoreModels<'_> {
             match (doc.body.get("connector"), doc.body.get("connector_id")) {
                 (Some(c), _) => (c.clone(), self.open(&doc)?),
                 (None, Some(Value::String(cid))) => self
-                    .connector(cid)
+                    .connector_doc(cid)
                     .await?
                     .ok_or_else(|| format!("model {id:?} uses connector {cid:?}, which is gone"))?,
                 _ => return Err(format!("model {id:?} has no connector")),
@@ -111,6 +114,10 @@ impl ModelLookup for StoreModels<'_> {
             connector,
             credential,
         }))
+    }
+
+    async fn connector(&self, id: &str) -> Result<Option<(Value, Map<String, Value>)>, String> {
+        self.connector_doc(id).await
     }
 }
 

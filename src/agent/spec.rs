@@ -40,6 +40,8 @@ pub struct ResolvedModel {
 pub trait ModelLookup: Send + Sync {
     /// The model `id`, or `None` when there is none.
     async fn model(&self, id: &str) -> Result<Option<ResolvedModel>, String>;
+    /// The connector `id`'s document and opened credential, or `None` when there is none.
+    async fn connector(&self, id: &str) -> Result<Option<(Value, Map<String, Value>)>, String>;
 }
 
 fn str_field<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
@@ -599,7 +601,10 @@ pub async fn compile(
         .filter(|s| !s.trim().is_empty())
         .map(str::to_string);
     let memory = memory_config(b.get("memory"))?;
-    let (tools, flow) = compile_tools(b.get("tools"), kind, models, idle_timeout_secs).await?;
+    let (mut tools, flow) = compile_tools(b.get("tools"), kind, models, idle_timeout_secs).await?;
+    if let Some(list) = parameters.remove("mcp_connectors") {
+        tools.extend(mcp_connectors(&list, models).await?);
+    }
     if kind.is_flow() && flow.is_empty() {
         return Err(invalid("tools", "a flow agent needs at least one tool"));
     }
@@ -624,6 +629,76 @@ pub async fn compile(
         },
         model_id: model_ref,
     })
+}
+
+/// The MCP servers of `parameters.mcp_connectors`: `[{"mcp_connector_id", "tool_filters"}]`
+/// (ml-commons also takes the list as JSON text).
+async fn mcp_connectors(
+    list: &Value,
+    models: &dyn ModelLookup,
+) -> Result<Vec<ToolConfig>, Invalid> {
+    let field = "parameters.mcp_connectors";
+    let parsed;
+    let list = match list {
+        Value::String(s) => {
+            parsed = serde_json::from_str::<Value>(s)
+                .map_err(|e| invalid(field, format!("not a JSON list: {e}")))?;
+            &parsed
+        }
+        other => other,
+    };
+    let Some(entries) = list.as_array() else {
+        return Err(invalid(
+            field,
+            "must be a list of {\"mcp_connector_id\": ...}",
+        ));
+    };
+    let mut out = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        let f = format!("{field}[{i}]");
+        let id = e
+            .get("mcp_connector_id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.trim().is_empty())
+            .ok_or_else(|| invalid(format!("{f}.mcp_connector_id"), "required, a connector id"))?;
+        let filters: Vec<String> = match e.get("tool_filters") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(a)) if a.iter().all(Value::is_string) => a
+                .iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect(),
+            Some(_) => {
+                return Err(invalid(
+                    format!("{f}.tool_filters"),
+                    "must be a list of regular expressions",
+                ));
+            }
+        };
+        let (doc, credential) = models
+            .connector(id)
+            .await
+            .map_err(|e| invalid(format!("{f}.mcp_connector_id"), e))?
+            .ok_or_else(|| {
+                invalid(
+                    format!("{f}.mcp_connector_id"),
+                    format!("no connector {id:?}"),
+                )
+            })?;
+        let protocol = doc.get("protocol").and_then(Value::as_str).unwrap_or("");
+        if !crate::connector::mcp::MCP_PROTOCOLS.contains(&protocol) {
+            return Err(invalid(
+                format!("{f}.mcp_connector_id"),
+                format!("connector {id:?} is not an MCP connector (protocol {protocol:?})"),
+            ));
+        }
+        let cfg = crate::connector::mcp::client_config(id, &doc, &credential, &filters, &f)
+            .map_err(|e| invalid(e.field, e.problem))?;
+        out.push(ToolConfig {
+            kind: ToolKind::Mcp(cfg),
+            options: crate::tools::ToolOptions::default(),
+        });
+    }
+    Ok(out)
 }
 
 fn memory_config(v: Option<&Value>) -> Result<MemoryConfig, Invalid> {

@@ -3,6 +3,7 @@
 //! narrowed by a `response_filter` JSONPath. Used by `_predict` and the `MLModelTool`.
 
 pub mod jsonpath;
+pub mod mcp;
 pub mod template;
 
 use std::time::{Duration, SystemTime};
@@ -41,6 +42,10 @@ pub fn check_urls(doc: &Value, prefix: &str, net: &crate::outbound::Net) -> Resu
             }
         }
     }
+    if let Some(u) = mcp::endpoint(doc).filter(|u| literal(u)) {
+        net.check(&u)
+            .map_err(|e| invalid(format!("{prefix}url"), e.to_string()))?;
+    }
     if let Some(u) = doc
         .pointer("/parameters/endpoint_url")
         .and_then(Value::as_str)
@@ -53,7 +58,7 @@ pub fn check_urls(doc: &Value, prefix: &str, net: &crate::outbound::Net) -> Resu
 }
 
 /// The protocols a connector may use.
-pub const PROTOCOLS: &[&str] = &["http", "aws_sigv4"];
+pub const PROTOCOLS: &[&str] = &["http", "aws_sigv4", "mcp_sse", "mcp_streamable_http"];
 
 /// Splits a connector document into its public part and its credential, after checking it.
 /// `prefix` is prepended to field names in errors (`connector.` for inline connectors).
@@ -77,7 +82,7 @@ pub fn validate(doc: &Value, prefix: &str) -> Result<(Value, Map<String, Value>)
         _ => {
             return Err(invalid(
                 f("protocol"),
-                "required: \"http\" or \"aws_sigv4\"",
+                format!("required: one of {PROTOCOLS:?}"),
             ));
         }
     };
@@ -115,6 +120,12 @@ pub fn validate(doc: &Value, prefix: &str) -> Result<(Value, Map<String, Value>)
                 ));
             }
         }
+    }
+    if mcp::MCP_PROTOCOLS.contains(&protocol) {
+        mcp::validate(obj, &f)?;
+        let mut public = obj.clone();
+        public.remove("credential");
+        return Ok((Value::Object(public), credential));
     }
     let Some(Value::Array(actions)) = obj.get("actions") else {
         return Err(invalid(f("actions"), "required, a non-empty array"));

@@ -29,6 +29,9 @@ pub enum McpTransport {
         headers: Vec<(String, Secret)>,
         /// Sent as `Authorization: Bearer ...`.
         bearer_token: Option<Secret>,
+        /// The older HTTP+SSE transport (`transport = "sse"`, ml-commons' `mcp_sse`) instead
+        /// of streamable HTTP.
+        sse: bool,
     },
     /// A child process speaking MCP on stdin/stdout.
     Stdio {
@@ -54,6 +57,9 @@ pub struct McpConfig {
     pub allow: Option<Vec<String>>,
     /// Never these tools (original names).
     pub deny: Vec<String>,
+    /// When set, only tools whose original name one of these matches (ml-commons'
+    /// `tool_filters`, anchored at both ends).
+    pub filters: Vec<regex::Regex>,
     /// Re-list the tools this often, besides on `list_changed` notifications.
     pub refresh: Option<Duration>,
 }
@@ -84,6 +90,8 @@ struct McpFile {
     deny: Vec<String>,
     #[serde(default)]
     refresh_secs: Option<u64>,
+    #[serde(default)]
+    transport: Option<String>,
 }
 
 type Fail = (String, String);
@@ -189,6 +197,16 @@ pub fn parse(
                 url,
                 headers,
                 bearer_token,
+                sse: match f.transport.as_deref() {
+                    None | Some("streamable_http") => false,
+                    Some("sse") => true,
+                    Some(other) => {
+                        return Err(fail(
+                            "transport",
+                            format!("{other:?} must be \"streamable_http\" or \"sse\""),
+                        ));
+                    }
+                },
             }
         }
         (None, Some(command)) => {
@@ -196,6 +214,7 @@ pub fn parse(
                 ("headers", !f.headers.is_empty()),
                 ("headers_env", !f.headers_env.is_empty()),
                 ("bearer_token_env", f.bearer_token_env.is_some()),
+                ("transport", f.transport.is_some()),
             ] {
                 if set {
                     return Err(fail(key, "only for url (HTTP) servers"));
@@ -232,11 +251,13 @@ pub fn parse(
         prefix,
         allow: f.allow,
         deny: f.deny,
+        filters: Vec::new(),
         refresh: f.refresh_secs.map(Duration::from_secs),
     })
 }
 
-fn check_header(name: &str, value: &Secret) -> Result<(), String> {
+/// Whether a header can be sent (name and value valid, not one the transport sets itself).
+pub fn check_header(name: &str, value: &Secret) -> Result<(), String> {
     if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
         return Err("not a valid header name".into());
     }

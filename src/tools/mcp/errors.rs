@@ -94,6 +94,7 @@ mod tests {
             url: "https://u:p@mcp.example.com/mcp?key=abc".into(),
             headers: vec![],
             bearer_token: None,
+            sse: false,
         });
         let s = r.clean("error sending request for url (https://u:p@mcp.example.com/mcp?key=abc)");
         assert_eq!(

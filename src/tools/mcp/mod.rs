@@ -18,6 +18,7 @@
 mod config;
 mod errors;
 mod session;
+mod sse;
 mod tool;
 
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -29,7 +30,7 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
-pub use config::{McpConfig, McpTransport, parse};
+pub use config::{McpConfig, McpTransport, check_header, parse};
 
 use super::{SourceTool, ToolSource};
 use errors::Redactor;
@@ -136,6 +137,7 @@ impl ToolSource for McpSource {
 
     fn health(&self) -> Value {
         let transport = match &self.inner.cfg.transport {
+            McpTransport::Http { sse: true, .. } => "sse",
             McpTransport::Http { .. } => "http",
             McpTransport::Stdio { .. } => "stdio",
         };

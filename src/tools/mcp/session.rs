@@ -256,6 +256,7 @@ fn publish(inner: &Inner, listed: Vec<rmcp::model::Tool>) {
         let original = t.name.to_string();
         if cfg.allow.as_ref().is_some_and(|a| !a.contains(&original))
             || cfg.deny.contains(&original)
+            || (!cfg.filters.is_empty() && !cfg.filters.iter().any(|f| f.is_match(&original)))
         {
             continue;
         }
@@ -314,6 +315,7 @@ async fn connect(
             url,
             headers,
             bearer_token,
+            sse,
         } => {
             let mut custom = HashMap::new();
             for (k, v) in headers {
@@ -326,6 +328,28 @@ async fn connect(
                 };
                 value.set_sensitive(true);
                 custom.insert(name, value);
+            }
+            if *sse {
+                let mut map = reqwest::header::HeaderMap::new();
+                for (k, v) in custom {
+                    map.insert(k, v);
+                }
+                if let Some(token) = bearer_token
+                    && let Ok(mut v) =
+                        http::HeaderValue::from_str(&format!("Bearer {}", token.expose()))
+                {
+                    v.set_sensitive(true);
+                    map.insert(http::header::AUTHORIZATION, v);
+                }
+                let sse_url = url::Url::parse(url).map_err(|e| format!("{url}: {e}"))?;
+                let client = inner.client.clone().unwrap_or_default();
+                let transport = super::sse::SseTransport::connect(client, sse_url, map)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                return handler
+                    .serve_with_ct(transport, ct)
+                    .await
+                    .map_err(|e| describe(&e));
             }
             // The gateway owns reconnection, so a restarted server gets a fresh session and a
             // fresh tool listing instead of rmcp's silent re-initialisation.
