@@ -850,6 +850,11 @@ async fn every_malformed_request_is_a_400_naming_its_field() {
     let plain = r["agent_id"].as_str().unwrap().to_string();
     let (_, r) = reg(json!({"name": "v2", "type": "conversational_v2", "model": scripted})).await;
     let v2 = r["agent_id"].as_str().unwrap().to_string();
+    // A conversational agent of the regular registration (llm.model_id) takes text only; one
+    // with a model block takes content blocks (seed 000's RFC).
+    let (_, doc) = call(&gw, "GET", &format!("/_plugins/_ml/agents/{plain}"), None).await;
+    let (_, r) = reg(json!({"name": "legacy", "type": "conversational", "llm": {"model_id": doc["llm"]["model_id"]}})).await;
+    let legacy = r["agent_id"].as_str().unwrap().to_string();
     let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
     let exec: Vec<(&str, Value, &str)> = vec![
         (&plain, json!({}), "parameters.question"),
@@ -906,7 +911,7 @@ async fn every_malformed_request_is_a_400_naming_its_field() {
             "input[0].content",
         ),
         (
-            &plain,
+            &legacy,
             json!({"input": [{"type": "text", "text": "x"}]}),
             "input",
         ),

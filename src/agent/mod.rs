@@ -249,6 +249,9 @@ pub struct Agent {
     pub flow: Vec<FlowStep>,
     /// The gateway id of its registered model, when it has one (usage reports name it).
     pub model_ref: Option<String>,
+    /// Registered with the unified `model` block (the RFC's interface): its provider maps
+    /// content blocks and messages, so the standard `input` may carry them whatever its type.
+    pub unified: bool,
     /// Tools whose streaming arguments clients show as state.
     pub predict_state: Vec<crate::config::PredictState>,
     /// At most this many backend tool calls of one run execute at once.
@@ -381,6 +384,7 @@ impl Agent {
             parameters: cfg.parameters.clone(),
             flow: cfg.flow.clone(),
             model_ref: None,
+            unified: false,
             predict_state: cfg.predict_state.clone(),
             tool_concurrency: deps.tool_concurrency.max(1),
         })

@@ -256,6 +256,7 @@ impl Agents {
                 problem: p,
             })?;
         agent.model_ref = compiled.model_id;
+        agent.unified = body.get("model").is_some();
         Ok(agent)
     }
 

@@ -98,11 +98,15 @@ async fn prepare(
                 reason: e.reason,
                 details: e.details,
             })?;
-            if parsed.kind != InputType::Text && !agent.kind.takes_rich_input() {
+            // The RFC (seed 000) sends content blocks and messages to a `conversational` agent
+            // registered with a `model` block; the docs keep other V1 agents to text.
+            let rich = agent.kind.takes_rich_input()
+                || (agent.unified && agent.kind == crate::config::AgentKind::Conversational);
+            if parsed.kind != InputType::Text && !rich {
                 return Err(MlError::BadRequest {
                     field: "input".into(),
                     reason: format!(
-                        "a {} agent takes plain text input only; content blocks and messages need a conversational_v2 agent",
+                        "a {} agent takes plain text input only; content blocks and messages need a conversational_v2 agent, or a conversational one registered with a model block",
                         agent.kind.as_str()
                     ),
                     details: json!({ "expected": "string", "agent_type": agent.kind.as_str() }),
