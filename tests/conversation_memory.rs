@@ -55,7 +55,7 @@ async fn conversations_read_back_as_memories_messages_and_traces() {
     }
     for store in stores {
         let toml = format!(
-            "{store}\n[[auth.keys]]\nname = \"alice\"\nsha256 = \"{}\"\n[[auth.keys]]\nname = \"bob\"\nsha256 = \"{}\"\n[[auth.keys]]\nname = \"ops\"\nadmin = true\nsha256 = \"{}\"\n[[agents]]\nid = \"cfg\"\n[agents.model]\nprovider = \"scripted\"\n",
+            "{store}\n[[auth.keys]]\nname = \"alice-cm\"\nsha256 = \"{}\"\n[[auth.keys]]\nname = \"bob-cm\"\nsha256 = \"{}\"\n[[auth.keys]]\nname = \"ops\"\nadmin = true\nsha256 = \"{}\"\n[[agents]]\nid = \"cfg\"\n[agents.model]\nprovider = \"scripted\"\n",
             hash(ALICE),
             hash(BOB),
             hash(OPS)
@@ -131,7 +131,7 @@ async fn one_store(toml: &str) {
     assert_eq!(status, 200, "{m}");
     assert_eq!(m["memory_id"], memory_id.as_str());
     assert_eq!(m["name"], "Weather in Paris?");
-    assert_eq!(m["user"], "alice");
+    assert_eq!(m["user"], "alice-cm");
     assert!(
         m["create_time"].as_str().is_some_and(|t| t.ends_with('Z')),
         "{m}"

@@ -20,6 +20,8 @@ pub struct ThreadRecord {
     pub created_ms: i64,
     /// Its last message's last update (its creation when it has none), ms since the epoch.
     pub updated_ms: i64,
+    /// Its first user message, whole (what ml-commons names a memory by).
+    pub first_question: Option<serde_json::Value>,
 }
 
 /// A stored message with its times.
@@ -69,7 +71,9 @@ impl ConversationIndex for SqlStore {
             let mut sql = String::from(
                 "SELECT t.agent_id, t.thread_id, t.owner, t.created_at, \
                  COALESCE((SELECT MAX(m.updated_at) FROM messages m \
-                 WHERE m.agent_id = t.agent_id AND m.thread_id = t.thread_id), t.created_at) \
+                 WHERE m.agent_id = t.agent_id AND m.thread_id = t.thread_id), t.created_at), \
+                 (SELECT q.body FROM messages q WHERE q.agent_id = t.agent_id \
+                 AND q.thread_id = t.thread_id AND q.role = 'user' ORDER BY q.position LIMIT 1) \
                  FROM threads t WHERE 1 = 1",
             );
             let mut binds = Vec::new();
@@ -99,6 +103,10 @@ impl ConversationIndex for SqlStore {
                         owner: r.try_get(2)?,
                         created_ms: r.try_get(3)?,
                         updated_ms: r.try_get(4)?,
+                        // A body that does not parse only costs the memory its name.
+                        first_question: r
+                            .try_get::<Option<String>, _>(5)?
+                            .and_then(|b| serde_json::from_str(&b).ok()),
                     })
                 })
                 .collect()

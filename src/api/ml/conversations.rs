@@ -201,21 +201,15 @@ async fn memory(state: &AppState, who: &Principal, id: &str) -> Result<ThreadRec
         .ok_or_else(none)
 }
 
-async fn memory_json(state: &AppState, t: &ThreadRecord) -> Result<Value, MlError> {
-    let messages = state.store.timed_thread(&t.agent, &t.thread).await?;
-    let name = messages
-        .iter()
-        .find(|m| m.message.role() == "user")
-        .map(|m| text_of(&m.message.body))
-        .unwrap_or_default();
-    Ok(json!({
+fn memory_json(t: &ThreadRecord) -> Value {
+    json!({
         "memory_id": t.thread,
         "create_time": iso(t.created_ms),
         "updated_time": iso(t.updated_ms),
-        "name": name,
+        "name": t.first_question.as_ref().map(text_of).unwrap_or_default(),
         "user": t.owner,
         "application_type": t.agent,
-    }))
+    })
 }
 
 /// `GET /_plugins/_ml/memory`: the caller's memories, newest first.
@@ -228,10 +222,12 @@ pub async fn list(
     let (from, size) = paging.window()?;
     let owner = (!who.admin).then_some(who.name.as_str());
     let threads = state.store.threads(None, owner, from + size + 1).await?;
-    let mut memories = Vec::new();
-    for t in threads.iter().skip(from).take(size) {
-        memories.push(memory_json(&state, t).await?);
-    }
+    let memories: Vec<Value> = threads
+        .iter()
+        .skip(from)
+        .take(size)
+        .map(memory_json)
+        .collect();
     let mut body = json!({ "memories": memories });
     if threads.len() > from + size {
         body["next_token"] = json!(from + size);
@@ -247,7 +243,7 @@ pub async fn get(
 ) -> Result<Json<Value>, MlError> {
     let who = principal(&state, caller.as_deref());
     let t = memory(&state, &who, &id).await?;
-    Ok(Json(memory_json(&state, &t).await?))
+    Ok(Json(memory_json(&t)))
 }
 
 /// `DELETE /_plugins/_ml/memory/{memory_id}`.
@@ -364,13 +360,18 @@ pub async fn search(
     let body = json_body(body)?;
     let who = principal(&state, caller.as_deref());
     let owner = (!who.admin).then_some(who.name.as_str());
-    let mut found = Vec::new();
-    for t in state.store.threads(None, owner, 10_000).await? {
-        let mut d = Doc::new(t.thread.clone(), "", memory_json(&state, &t).await?);
-        d.created_ms = t.created_ms;
-        d.updated_ms = t.updated_ms;
-        found.push(d);
-    }
+    let found = state
+        .store
+        .threads(None, owner, 10_000)
+        .await?
+        .iter()
+        .map(|t| {
+            let mut d = Doc::new(t.thread.clone(), "", memory_json(t));
+            d.created_ms = t.created_ms;
+            d.updated_ms = t.updated_ms;
+            d
+        })
+        .collect();
     docs::search(MEMORY_INDEX, &body, found).map(Json)
 }
 
