@@ -342,6 +342,19 @@ env = { LEVEL = "debug" }"#,
 
     #[test]
     fn errors_name_the_key() {
+        assert_eq!(
+            key("name = \"x\"\nurl = \"http://x\"\ntransport = \"websocket\""),
+            "transport"
+        );
+        assert_eq!(
+            key("name = \"x\"\ncommand = \"y\"\ntransport = \"sse\""),
+            "transport"
+        );
+        let sse = parse_str("name = \"x\"\nurl = \"http://x/sse\"\ntransport = \"sse\"").unwrap();
+        assert!(matches!(
+            sse.transport,
+            McpTransport::Http { sse: true, .. }
+        ));
         assert_eq!(key("url = \"http://x\""), "name");
         assert_eq!(key("name = \"x\""), "url");
         assert_eq!(
