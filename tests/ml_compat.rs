@@ -376,3 +376,62 @@ async fn cluster_settings_of_ml_commons_are_acknowledged_and_read_back() {
         "{flat}"
     );
 }
+
+#[tokio::test]
+async fn attributes_input_schema_is_what_the_model_is_offered() {
+    let up = FakeOpenAi::start(vec![Reply::Sse(text_chunks("Done."))]).await;
+    let gw = Gateway::start(MINIMAL).await;
+    let schema = json!({
+        "type": "object",
+        "properties": { "question": { "type": "string", "description": "Natural language question" } },
+        "required": [ "question" ],
+        "additionalProperties": false
+    });
+    let model = json!({"model_id": "gpt-test", "model_provider": "openai/v1/chat/completions",
+                       "credential": {"openAI_key": "sk-x"}, "model_parameters": {"base_url": up.base_url()}});
+    let (status, reg) = post(
+        &gw,
+        "/_plugins/_ml/agents/_register",
+        json!({"name": "a", "type": "conversational", "model": model,
+               "tools": [{"type": "http", "name": "retrieve", "url": format!("http://{}/weather", up.addr),
+                          "description": "Retrieves.",
+                          "attributes": {"input_schema": schema, "strict": false}}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{reg}");
+    let id = reg["agent_id"].as_str().unwrap();
+    let (status, out) = post(
+        &gw,
+        &format!("/_plugins/_ml/agents/{id}/_execute"),
+        json!({"parameters": {"question": "hi"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{out}");
+    assert_eq!(
+        up.requests()[0]["tools"][0]["function"]["parameters"],
+        schema
+    );
+
+    for (attributes, field) in [
+        (
+            json!({"input_schema": "{not json"}),
+            "tools[0].attributes.input_schema",
+        ),
+        (
+            json!({"input_schema": {"type": 7}}),
+            "tools[0].attributes.input_schema",
+        ),
+        (json!({"strict": "sometimes"}), "tools[0].attributes.strict"),
+    ] {
+        let (status, body) = post(
+            &gw,
+            "/_plugins/_ml/agents/_register",
+            json!({"name": "b", "type": "conversational", "model": model,
+                   "tools": [{"type": "http", "name": "r", "url": format!("http://{}/weather", up.addr),
+                              "attributes": attributes}]}),
+        )
+        .await;
+        assert_ml_error(status, &body, 400);
+        assert_eq!(body["error"]["details"]["field"], field, "{body}");
+    }
+}

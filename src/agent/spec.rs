@@ -631,6 +631,62 @@ pub async fn compile(
     })
 }
 
+/// A registration's `attributes`: `input_schema` (a JSON Schema object, or its JSON text as
+/// ml-commons also takes it) becomes what the model is offered for the tool; `strict` must be a
+/// boolean. A multi-tool entry (MCP, OpenAPI, search) has its schemas from its source.
+fn apply_attributes(
+    tool: &mut ToolConfig,
+    attributes: Option<&Value>,
+    f: &dyn Fn(&str) -> String,
+) -> Result<(), Invalid> {
+    let Some(attrs) = attributes else {
+        return Ok(());
+    };
+    let Some(attrs) = attrs.as_object() else {
+        return Err(invalid(f("attributes"), "must be an object"));
+    };
+    if let Some(s) = attrs.get("strict")
+        && !s.is_boolean()
+        && !matches!(s.as_str(), Some("true" | "false"))
+    {
+        return Err(invalid(f("attributes.strict"), "must be true or false"));
+    }
+    let Some(schema) = attrs.get("input_schema") else {
+        return Ok(());
+    };
+    let schema = match schema {
+        Value::String(text) => serde_json::from_str::<Value>(text).map_err(|e| {
+            invalid(
+                f("attributes.input_schema"),
+                format!("not a JSON Schema: {e}"),
+            )
+        })?,
+        other => other.clone(),
+    };
+    if !schema.is_object() {
+        return Err(invalid(
+            f("attributes.input_schema"),
+            "must be a JSON Schema object",
+        ));
+    }
+    jsonschema::validator_for(&schema).map_err(|e| {
+        invalid(
+            f("attributes.input_schema"),
+            format!("not a valid JSON Schema: {e}"),
+        )
+    })?;
+    match &mut tool.kind {
+        ToolKind::Http { spec, .. } | ToolKind::Model { spec, .. } => {
+            spec.input_schema = schema;
+            Ok(())
+        }
+        _ => Err(invalid(
+            f("attributes.input_schema"),
+            "only for single tools (http, MLModelTool); this entry's tools bring their own schemas",
+        )),
+    }
+}
+
 /// The MCP servers of `parameters.mcp_connectors`: `[{"mcp_connector_id", "tool_filters"}]`
 /// (ml-commons also takes the list as JSON text).
 async fn mcp_connectors(
@@ -845,6 +901,8 @@ async fn compile_tools(
             };
             (tool, step)
         };
+        let mut tool = tool;
+        apply_attributes(&mut tool, o.get("attributes"), &f)?;
         let Some(name) = tool.name().map(str::to_string) else {
             if kind.is_flow() {
                 return Err(invalid(
