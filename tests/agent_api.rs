@@ -185,10 +185,12 @@ async fn unified_registration_executes_remembers_reports_usage_runs_async_and_de
         output(&done["response"], "response")["result"],
         "Still Ann."
     );
-    // message_history_limit bounded what went to the model: the system prompt and the question.
+    // message_history_limit counts interactions, as ml-commons does: the system prompt, the
+    // one interaction before, and the question.
     let third = &up.requests()[2]["messages"];
-    assert_eq!(third.as_array().unwrap().len(), 2, "{third}");
-    assert_eq!(third[1]["content"], "And now?");
+    assert_eq!(third.as_array().unwrap().len(), 4, "{third}");
+    assert_eq!(third[1]["content"], "What is my name?");
+    assert_eq!(third[3]["content"], "And now?");
 
     // The secret is sealed at rest and shown nowhere.
     for path in [

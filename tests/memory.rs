@@ -161,10 +161,12 @@ async fn server_history_takes_only_new_messages_and_pending_tool_results() {
 #[tokio::test]
 async fn the_history_limit_keeps_calls_with_their_results() {
     let up = FakeOpenAi::start(vec![Reply::Sse(text_chunks("ok"))]).await;
-    let gw = Gateway::start(&up.config("[agents.memory]\nmessage_history_limit = 2")).await;
+    let gw = Gateway::start(&up.config("[agents.memory]\nmessage_history_limit = 1")).await;
     let body = run_input(
         "th-lim",
         json!([
+            {"id": "u0", "role": "user", "content": "older question"},
+            {"id": "a0", "role": "assistant", "content": "older answer"},
             {"id": "u1", "role": "user", "content": "old question"},
             {"id": "a1", "role": "assistant", "toolCalls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"}}]},
             {"id": "t1", "role": "tool", "toolCallId": "c1", "content": "sunny"},
@@ -176,8 +178,8 @@ async fn the_history_limit_keeps_calls_with_their_results() {
     let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
     assert_eq!(
         roles,
-        ["system", "assistant", "tool", "user"],
-        "the cut moved back to the call"
+        ["system", "user", "assistant", "tool", "user"],
+        "one interaction (question, call, result) before the current question"
     );
 }
 

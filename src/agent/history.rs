@@ -252,25 +252,46 @@ pub fn parse_messages(raw: &[Value]) -> Vec<InputMessage> {
         .collect()
 }
 
-/// Keeps at most about `limit` of the latest turns for the model, never starting with the
-/// results of a call whose turn was cut off (the cut moves back to include that turn).
+/// Keeps the last `limit` interactions (a question and everything up to the next question:
+/// the calls, their results, the answer) before the current question, as ml-commons counts
+/// `message_history_limit`. A cut falls on a question, so a call never loses its result.
 pub fn limit_history(messages: &mut Vec<Message>, limit: usize) {
-    if limit == 0 || messages.len() <= limit {
+    if limit == 0 {
         return;
     }
-    let mut start = messages.len() - limit;
-    while start > 0 {
-        let opens_with_results = messages[start].role == Role::User
-            && messages[start]
-                .content
+    let results = |m: &Message| {
+        m.content
+            .iter()
+            .any(|b| matches!(b, ContentBlock::ToolResult { .. }))
+    };
+    // A user message with anything but results asks something (converted history may merge a
+    // call's results with the next question into one message).
+    let asks = |m: &Message| {
+        m.role == Role::User
+            && m.content
                 .iter()
-                .any(|b| matches!(b, ContentBlock::ToolResult { .. }));
-        if !opens_with_results {
-            break;
+                .any(|b| !matches!(b, ContentBlock::ToolResult { .. }))
+    };
+    let mut seen = 0;
+    for i in (0..messages.len()).rev() {
+        if asks(&messages[i]) {
+            seen += 1;
+            // The current question and `limit` before it.
+            if seen == limit + 1 {
+                // A question that carries results starts inside the interaction of their
+                // calls: keep that whole interaction.
+                let mut start = i;
+                while start > 0 && results(&messages[start]) {
+                    start -= 1;
+                    while start > 0 && !asks(&messages[start]) {
+                        start -= 1;
+                    }
+                }
+                messages.drain(..start);
+                return;
+            }
         }
-        start -= 1;
     }
-    messages.drain(..start);
 }
 
 #[cfg(test)]
@@ -280,7 +301,7 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn the_limit_never_separates_a_call_from_its_result() {
+    fn the_limit_counts_interactions_and_never_separates_a_call_from_its_result() {
         let call = Message {
             role: Role::Assistant,
             content: vec![ContentBlock::ToolUse {
@@ -299,19 +320,34 @@ mod tests {
             }],
         };
         let mut m = vec![
+            Message::user_text("old"),
+            Message {
+                role: Role::Assistant,
+                content: vec![ContentBlock::Text {
+                    text: "old answer".into(),
+                }],
+            },
             Message::user_text("a"),
             call.clone(),
             result.clone(),
             Message::user_text("b"),
         ];
-        let mut two = m.clone();
-        limit_history(&mut two, 2);
+        let mut one = m.clone();
+        limit_history(&mut one, 1);
         assert_eq!(
-            two,
-            vec![call, result, Message::user_text("b")],
-            "moved back to keep the pair"
+            one,
+            vec![
+                Message::user_text("a"),
+                call,
+                result,
+                Message::user_text("b")
+            ],
+            "one interaction before the question, its call and result whole"
         );
-        limit_history(&mut m, 1);
-        assert_eq!(m, vec![Message::user_text("b")]);
+        let mut all = m.clone();
+        limit_history(&mut all, 5);
+        assert_eq!(all, m);
+        limit_history(&mut m, 2);
+        assert_eq!(m.len(), 6);
     }
 }
