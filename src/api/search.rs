@@ -46,6 +46,10 @@ impl From<SearchError> for ApiError {
                 ApiError::NotFound(e.to_string())
             }
             SearchError::Invalid { field, message } => ApiError::BadRequest { field, message },
+            SearchError::Embedding(message) => ApiError::BadRequest {
+                field: "embedding".into(),
+                message,
+            },
             other => ApiError::Internal(other.to_string()),
         }
     }

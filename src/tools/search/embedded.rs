@@ -21,6 +21,7 @@ use tantivy::query::TermQuery;
 use tantivy::schema::IndexRecordOption;
 use tantivy::{IndexWriter, Term};
 
+pub use super::index::EmbeddingSpec;
 use super::index::KbIndex;
 
 /// The demo corpus created on the first open of an empty service directory.
@@ -71,6 +72,9 @@ pub enum SearchError {
     /// The index storage failed.
     #[error("index storage failed: {0}")]
     Storage(String),
+    /// Texts could not be embedded (no such model, the model failed).
+    #[error("embedding failed: {0}")]
+    Embedding(String),
 }
 
 impl From<tantivy::TantivyError> for SearchError {
@@ -103,6 +107,10 @@ pub struct Document {
     /// Returned with hits; top-level keys are filterable by exact match.
     #[serde(default)]
     pub metadata: Map<String, Value>,
+    /// The document's embedding for k-NN; computed at ingestion when the index has an
+    /// embedding model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vector: Option<Vec<f32>>,
 }
 
 impl Document {
@@ -124,6 +132,14 @@ impl Document {
                     "field names are 1-64 letters, digits, '-' or '_'",
                 ));
             }
+        }
+        if let Some(v) = &self.vector
+            && super::vectors::normalized(v).is_none()
+        {
+            return Err(invalid(
+                "vector",
+                "must be a non-empty list of finite numbers, not all zero",
+            ));
         }
         Ok(())
     }
@@ -208,6 +224,8 @@ pub struct SearchService {
     /// Serialises index creation and deletion, so a re-created index never meets the files of
     /// its deleted namesake.
     admin: tokio::sync::Mutex<()>,
+    /// Embeds texts for indexes with an embedding model (set once the model store is open).
+    pub(super) embedder: std::sync::OnceLock<Arc<dyn super::embedder::Embedder>>,
 }
 
 impl std::fmt::Debug for SearchService {
@@ -261,6 +279,7 @@ impl SearchService {
             dir: dir.to_path_buf(),
             indices: RwLock::new(indices),
             admin: tokio::sync::Mutex::new(()),
+            embedder: std::sync::OnceLock::new(),
         })
     }
 
@@ -297,6 +316,15 @@ impl SearchService {
 
     /// Creates an empty index.
     pub async fn create_index(&self, name: &str) -> Result<IndexInfo, SearchError> {
+        self.create_index_with(name, None).await
+    }
+
+    /// Creates an empty index whose documents are embedded with `embedding`'s model.
+    pub async fn create_index_with(
+        &self,
+        name: &str,
+        embedding: Option<EmbeddingSpec>,
+    ) -> Result<IndexInfo, SearchError> {
         check_name(name)?;
         let _admin = self.admin.lock().await;
         if self.contains(name) {
@@ -315,7 +343,7 @@ impl SearchService {
                 // Leftovers of an interrupted deletion.
                 std::fs::remove_dir_all(&path).map_err(|e| SearchError::Storage(e.to_string()))?;
             }
-            KbIndex::create(&owned, &path)
+            KbIndex::create(&owned, &path, embedding)
         })
         .await?;
         self.indices
@@ -368,10 +396,13 @@ impl SearchService {
             })?;
         }
         let kb = self.get(index)?;
+        let docs = self.with_vectors(&kb, docs).await?;
         write(&kb, move |kb, w| {
             let searcher = kb.reader.searcher();
             let mut report = WriteReport::default();
+            let mut pending = kb.pending.lock().unwrap_or_else(PoisonError::into_inner);
             for d in &docs {
+                pending.push((d.id.clone(), d.vector.clone()));
                 let term = Term::from_field_text(kb.f.id, &d.id);
                 if searcher.search(
                     &TermQuery::new(term.clone(), IndexRecordOption::Basic),
@@ -400,6 +431,10 @@ impl SearchService {
                 return Err(SearchError::NoDocument { index, id });
             }
             w.delete_term(term);
+            kb.pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push((id, None));
             Ok(())
         })
         .await
@@ -415,7 +450,7 @@ impl SearchService {
         self.indices.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn get(&self, name: &str) -> Result<Arc<KbIndex>, SearchError> {
+    pub(super) fn get(&self, name: &str) -> Result<Arc<KbIndex>, SearchError> {
         if let Some(kb) = self.map().get(name) {
             return Ok(Arc::clone(kb));
         }
@@ -452,9 +487,17 @@ async fn write<T: Send + 'static>(
             w.commit()?;
             Ok(v)
         });
+        let pending = std::mem::take(&mut *kb.pending.lock().unwrap_or_else(PoisonError::into_inner));
         match result {
             Ok(v) => {
                 kb.reader.reload()?;
+                let mut vectors = kb.vectors.write().unwrap_or_else(PoisonError::into_inner);
+                for (id, v) in pending {
+                    match v {
+                        Some(v) => vectors.upsert(&id, &v),
+                        None => vectors.remove(&id),
+                    }
+                }
                 Ok(v)
             }
             Err(e) => {
@@ -478,7 +521,7 @@ fn seed_demo(path: &Path) -> Result<KbIndex, SearchError> {
     if path.exists() {
         std::fs::remove_dir_all(path).map_err(|e| SearchError::Storage(e.to_string()))?;
     }
-    let kb = KbIndex::create(DEMO_INDEX, path)?;
+    let kb = KbIndex::create(DEMO_INDEX, path, None)?;
     // A short-lived writer: the lock is released before anyone else may need it.
     let mut w: IndexWriter = kb.index.writer_with_num_threads(1, WRITER_BUDGET)?;
     for d in &corpus.documents {
@@ -506,6 +549,7 @@ mod tests {
             .into_iter()
             .collect(),
             metadata: meta.as_object().cloned().unwrap_or_default(),
+            vector: None,
         }
     }
 

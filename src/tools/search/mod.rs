@@ -21,10 +21,14 @@
 //! verify_tls = true           # opensearch only; false accepts any certificate
 //! ```
 
+pub mod cluster;
 pub mod embedded;
+pub mod embedder;
 mod index;
 pub mod opensearch;
+pub mod semantic;
 pub mod tools;
+pub mod vectors;
 
 use std::path::Path;
 use std::sync::Arc;
