@@ -79,7 +79,20 @@ impl AppState {
             }
         };
         spawn_purger(Arc::clone(&store));
+        let cluster = match &config.opensearch {
+            None => None,
+            Some(os) => {
+                let c = tools::search::cluster::Cluster::client_for(os, client.clone())
+                    .map_err(|e| anyhow::anyhow!("[opensearch] {e}"))?;
+                Some(Arc::new(tools::search::cluster::Cluster::new(
+                    c,
+                    os.url.clone(),
+                    os.auth.clone(),
+                )))
+            }
+        };
         let shared = agent::Shared {
+            cluster,
             media: Arc::new(config.media.clone()),
             search: Arc::new(
                 tools::search::SearchService::open(&config.data_dir.join("search")).map_err(
@@ -109,10 +122,17 @@ impl AppState {
             .policy()
             .map_err(|e| anyhow::anyhow!("[outbound] {e}"))?;
         let guarded = Net::Guarded(Arc::new(crate::outbound::Egress::new(policy)?));
+        let sealer = Arc::new(sealer);
+        // Embedding models are registered through the API: their URLs are under the policy.
+        search.set_embedder(Arc::new(tools::search::embedder::StoreEmbedder {
+            store: Arc::clone(&store),
+            sealer: Arc::clone(&sealer),
+            net: guarded.clone(),
+        }));
         let agents = agent::registry::Agents::new(
             agents,
             Arc::clone(&store),
-            Arc::new(sealer),
+            sealer,
             guarded,
             shared,
             config.server.model_idle_timeout_secs,

@@ -213,6 +213,8 @@ pub struct Shared {
     pub media: Arc<MediaPolicy>,
     /// The embedded search indexes.
     pub search: Arc<SearchService>,
+    /// The `[opensearch]` cluster ml-commons tools use; the embedded indexes when `None`.
+    pub cluster: Option<Arc<crate::tools::search::cluster::Cluster>>,
     /// At most this many backend tool calls of one run execute at once.
     pub tool_concurrency: usize,
 }
@@ -320,6 +322,16 @@ impl Agent {
                     model.params.clone(),
                     prompt.clone(),
                     system_prompt.clone(),
+                )),
+                ToolKind::MlCommons(c) => Arc::new(crate::tools::search::ml_run::MlTool::new(
+                    c.clone(),
+                    match &deps.cluster {
+                        Some(cluster) => {
+                            crate::tools::search::ml_run::MlBackend::Cluster(Arc::clone(cluster))
+                        }
+                        None => crate::tools::search::ml_run::MlBackend::Embedded,
+                    },
+                    Arc::clone(&deps.search),
                 )),
                 ToolKind::Mcp(c) => {
                     let client = match &c.transport {

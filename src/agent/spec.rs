@@ -471,7 +471,8 @@ pub fn check_outbound(
                     check(f("url"), url.as_str())?;
                 }
             }
-            ToolKind::State { .. } | ToolKind::Builtin { .. } => {}
+            // The `[opensearch]` cluster is the operator's; these tools name no URL.
+            ToolKind::State { .. } | ToolKind::Builtin { .. } | ToolKind::MlCommons(_) => {}
         }
     }
     Ok(())
@@ -680,6 +681,10 @@ fn apply_attributes(
             spec.input_schema = schema;
             Ok(())
         }
+        ToolKind::MlCommons(c) => {
+            c.spec.input_schema = schema;
+            Ok(())
+        }
         _ => Err(invalid(
             f("attributes.input_schema"),
             "only for single tools (http, MLModelTool); this entry's tools bring their own schemas",
@@ -832,7 +837,7 @@ async fn compile_tools(
         let ty = str_field(o, "type").ok_or_else(|| {
             invalid(
                 f("type"),
-                "required: MLModelTool, http, builtin, mcp, openapi or search",
+                "required: MLModelTool, SearchIndexTool, VectorDBTool, ListIndexTool, IndexMappingTool, CatIndexTool, http, builtin, mcp, openapi or search",
             )
         })?;
         let include_output = o
@@ -878,6 +883,34 @@ async fn compile_tools(
                 options: crate::tools::ToolOptions::default(),
             };
             (tool, p)
+        } else if let Some(ml) = crate::tools::search::ml::MlToolType::parse(ty) {
+            let cfg = crate::tools::search::ml::from_registration(ml, o, &f)?;
+            if ml == crate::tools::search::ml::MlToolType::VectorDb {
+                let mid = cfg.params.get("model_id").and_then(Value::as_str).unwrap_or("");
+                models
+                    .model(mid)
+                    .await
+                    .map_err(|e| invalid(f("parameters.model_id"), e))?
+                    .ok_or_else(|| {
+                        invalid(
+                            f("parameters.model_id"),
+                            format!("no model {mid:?} is registered"),
+                        )
+                    })?;
+            }
+            // A flow fills a retriever's `input` with the execution's parameters (earlier
+            // steps' outputs included); the other tools fill their own templates per call.
+            let step = match (ml, cfg.params.get("input")) {
+                (crate::tools::search::ml::MlToolType::VectorDb, Some(input)) => {
+                    Map::from_iter([("input".to_string(), input.clone())])
+                }
+                _ => Map::new(),
+            };
+            let tool = ToolConfig {
+                kind: ToolKind::MlCommons(cfg),
+                options: crate::tools::ToolOptions::default(),
+            };
+            (tool, step)
         } else {
             let mut table = o.clone();
             let input = table.remove("input");

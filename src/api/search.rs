@@ -1,7 +1,8 @@
 //! The knowledge-base ingestion API over the embedded indexes:
 //!
 //! - `GET /indices`: every index with its document count
-//! - `PUT /indices/{name}`, `DELETE /indices/{name}`
+//! - `PUT /indices/{name}` (body `{"embedding": {"model_id", "field"}}` optional: the registered
+//!   model that embeds documents at ingestion), `DELETE /indices/{name}`
 //! - `POST /indices/{name}/documents` `{id, fields, metadata}`: add or replace one document
 //! - `POST /indices/{name}/documents/_bulk` `{documents: [...]}`: per-document errors reported
 //! - `DELETE /indices/{name}/documents/{id}`
@@ -22,6 +23,7 @@ use serde_json::{Map, Value, json};
 use super::ApiError;
 use crate::AppState;
 use crate::tools::search::embedded::{MAX_BULK, MAX_TOP_K};
+use crate::tools::search::embedded::EmbeddingSpec;
 use crate::tools::search::{Document, SearchError, SearchRequest};
 
 /// Routes of the ingestion API.
@@ -89,15 +91,56 @@ async fn list_indices(State(state): State<AppState>) -> Json<Value> {
     Json(json!({ "indices": state.search.list() }))
 }
 
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateBody {
+    #[serde(default)]
+    embedding: Option<EmbeddingSpec>,
+}
+
+/// An optional body `{"embedding": {"model_id", "field"}}` names the registered model that
+/// embeds the documents (`field`, or all their text) at ingestion.
 async fn create_index(
     State(state): State<AppState>,
     Path(name): Path<String>,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let info = state.search.create_index(&name).await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({"acknowledged": true, "index": info.name})),
-    ))
+    let body = match body {
+        Ok(b) if b.iter().all(u8::is_ascii_whitespace) => CreateBody::default(),
+        other => parse(other)?,
+    };
+    if let Some(spec) = &body.embedding {
+        use crate::agent::spec::ModelLookup;
+        let found = state
+            .agents
+            .models()
+            .model(&spec.model_id)
+            .await
+            .map_err(ApiError::StoreUnavailable)?;
+        if found.is_none() {
+            return Err(ApiError::BadRequest {
+                field: "embedding.model_id".into(),
+                message: format!("no model {:?} is registered", spec.model_id),
+            });
+        }
+        if let Some(f) = &spec.field
+            && !crate::config::valid_name(f)
+        {
+            return Err(ApiError::BadRequest {
+                field: "embedding.field".into(),
+                message: "field names are 1-64 letters, digits, '-' or '_'".into(),
+            });
+        }
+    }
+    let info = state
+        .search
+        .create_index_with(&name, body.embedding.clone())
+        .await?;
+    let mut answer = json!({"acknowledged": true, "index": info.name});
+    if let Some(e) = body.embedding {
+        answer["embedding"] = json!(e);
+    }
+    Ok((StatusCode::CREATED, Json(answer)))
 }
 
 async fn delete_index(

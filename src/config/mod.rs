@@ -59,6 +59,8 @@ struct FileConfig {
     auth: auth::AuthFile,
     #[serde(default)]
     outbound: OutboundFile,
+    #[serde(default)]
+    opensearch: Option<toml::Table>,
 }
 
 /// `[outbound]`: what URLs registered through the API may reach beyond public addresses.
@@ -507,6 +509,9 @@ pub struct Config {
     pub agents: Vec<AgentConfig>,
     /// The key that seals stored credentials.
     pub master_key: MasterKey,
+    /// `[opensearch]`: the cluster every ml-commons tool uses (the embedded indexes when
+    /// `None`).
+    pub opensearch: Option<crate::tools::search::cluster::ClusterSettings>,
 }
 
 impl Config {
@@ -667,6 +672,13 @@ impl Config {
             };
             err(key.into(), e.to_string())
         })?;
+        let opensearch = match raw.opensearch {
+            None => None,
+            Some(t) => Some(
+                crate::tools::search::cluster::parse_section(t, env)
+                    .map_err(|(k, p)| err(format!("opensearch.{k}"), p))?,
+            ),
+        };
         let mut agents = Vec::new();
         let mut ids = std::collections::HashSet::new();
         for (i, a) in raw.agents.into_iter().enumerate() {
@@ -814,6 +826,7 @@ impl Config {
             outbound,
             agents,
             master_key,
+            opensearch,
         })
     }
 }

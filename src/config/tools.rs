@@ -106,6 +106,10 @@ pub enum ToolKind {
         /// JSON Schema of the key's value.
         schema: Option<Value>,
     },
+    /// An ml-commons index tool (`SearchIndexTool`, `VectorDBTool`, `ListIndexTool`,
+    /// `IndexMappingTool`, `CatIndexTool`): on the `[opensearch]` cluster, else on the
+    /// embedded indexes.
+    MlCommons(crate::tools::search::ml::MlToolConfig),
     /// A model called with a templated prompt (ml-commons' `MLModelTool`).
     Model {
         /// Name, description, schema.
@@ -126,6 +130,7 @@ impl ToolConfig {
             ToolKind::Http { spec, .. } => Some(&spec.name),
             ToolKind::Builtin { name, .. } | ToolKind::State { name, .. } => Some(name),
             ToolKind::Model { spec, .. } => Some(&spec.name),
+            ToolKind::MlCommons(c) => Some(&c.spec.name),
             _ => None,
         }
     }

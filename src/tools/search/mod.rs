@@ -4,7 +4,9 @@
 //!   gateway's own tantivy indexes ([`embedded`]), filled through the ingestion API
 //!   (`/indices/...`). It answers with cited snippets.
 //! - `backend = "opensearch"`: ml-commons' `SearchIndexTool`, `ListIndexTool` and
-//!   `IndexMappingTool` against an OpenSearch cluster ([`opensearch`]).
+//!   `IndexMappingTool` against an OpenSearch cluster ([`opensearch`]), the same tools an agent
+//!   registration names by type ([`ml`], [`ml_run`]) on the `[opensearch]` cluster
+//!   ([`cluster`]).
 //!
 //! ```toml
 //! [[agents.tools]]
@@ -25,6 +27,8 @@ pub mod cluster;
 pub mod embedded;
 pub mod embedder;
 mod index;
+pub mod ml;
+pub mod ml_run;
 pub mod opensearch;
 pub mod semantic;
 pub mod tools;
@@ -322,18 +326,16 @@ pub async fn start(
                 }
             };
             let health = json!({"status": "ok", "backend": "opensearch", "url": url.as_str()});
-            let cluster = Arc::new(opensearch::Cluster::new(client, url, username, password));
-            let tools: Vec<SourceTool> = vec![
-                SourceTool::new(Arc::new(opensearch::SearchIndexTool::new(
-                    Arc::clone(&cluster),
-                    cfg.index,
-                    size,
-                ))),
-                SourceTool::new(Arc::new(opensearch::ListIndexTool::new(Arc::clone(
-                    &cluster,
-                )))),
-                SourceTool::new(Arc::new(opensearch::IndexMappingTool::new(cluster))),
-            ];
+            let auth = match username {
+                Some(username) => cluster::ClusterAuth::Basic { username, password },
+                None => cluster::ClusterAuth::None,
+            };
+            let cluster = Arc::new(cluster::Cluster::new(client, url, auth));
+            let tools: Vec<SourceTool> =
+                opensearch::entry_tools(cluster, cfg.index, size, Arc::clone(&service))
+                    .into_iter()
+                    .map(SourceTool::new)
+                    .collect();
             Arc::new(SearchSource {
                 name: cfg.name,
                 tools,
