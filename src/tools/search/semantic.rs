@@ -550,3 +550,102 @@ fn text_query(kb: &KbIndex, q: &Value, at: &str) -> Result<Box<dyn Query>, Searc
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// Bag of hashed words: texts sharing words are near.
+    struct Words;
+
+    #[async_trait::async_trait]
+    impl Embedder for Words {
+        async fn embed(&self, model_id: &str, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
+            if model_id != "words" {
+                return Err(format!("no model {model_id:?} is registered"));
+            }
+            Ok(texts
+                .iter()
+                .map(|t| {
+                    let mut v = vec![0.01f32; 64];
+                    for w in words(t) {
+                        let h = w.bytes().fold(7u32, |a, b| a.wrapping_mul(31).wrapping_add(b as u32));
+                        v[(h % 64) as usize] += 1.0;
+                    }
+                    v
+                })
+                .collect())
+        }
+    }
+
+    fn doc(id: &str, text: &str, meta: Value) -> Document {
+        Document {
+            id: id.into(),
+            fields: BTreeMap::from([("text".to_string(), text.to_string())]),
+            metadata: meta.as_object().cloned().unwrap_or_default(),
+            vector: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn vectors_are_embedded_searched_filtered_and_reloaded() {
+        let dir = std::env::temp_dir().join(format!("agui-sem-{}", uuid::Uuid::new_v4().simple()));
+        let svc = SearchService::open(&dir).unwrap();
+        svc.set_embedder(Arc::new(Words));
+        let spec = EmbeddingSpec {
+            model_id: "words".into(),
+            field: Some("text".into()),
+        };
+        svc.create_index_with("pop", Some(spec)).await.unwrap();
+        svc.add_documents(
+            "pop",
+            vec![
+                doc("sea", "Seattle metro population 2023 is 3,519,000", json!({"city": "Seattle"})),
+                doc("nyc", "New York City metro population 2023 is 18,937,000", json!({"city": "New York"})),
+                doc("bread", "Bakers knead dough", json!({"city": "Paris"})),
+            ],
+        )
+        .await
+        .unwrap();
+        let neural = json!({"query": {"neural": {"population_description_embedding": {
+            "query_text": "Seattle population", "model_id": "words"}}}, "size": 2});
+        let hits = svc.search_dsl("pop", &neural).await.unwrap();
+        assert_eq!(hits[0].id, "sea", "{hits:#?}");
+        assert_eq!(hits.len(), 2);
+        // A bool filter beside the vector query narrows its candidates.
+        let filtered = json!({"query": {"bool": {
+            "must": {"neural": {"e": {"query_text": "Seattle population"}}},
+            "filter": {"term": {"city": "New York"}}}}});
+        let hits = svc.search_dsl("pop", &filtered).await.unwrap();
+        assert_eq!(hits.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(), ["nyc"]);
+        // The text subset.
+        let m = json!({"query": {"bool": {"must": [{"match": {"text": "population"}}],
+            "must_not": {"term": {"_id": "nyc"}}}}});
+        let hits = svc.search_dsl("pop", &m).await.unwrap();
+        assert_eq!(hits.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(), ["sea"]);
+        let e = svc
+            .search_dsl("pop", &json!({"query": {"fuzzy": {"text": "x"}}}))
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("\"fuzzy\" queries are not supported"), "{e}");
+        // Unknown models fail the ingestion, naming the model.
+        svc.create_index_with("bad", Some(EmbeddingSpec { model_id: "nope".into(), field: None }))
+            .await
+            .unwrap();
+        let e = svc.add_documents("bad", vec![doc("x", "y", json!({}))]).await.unwrap_err();
+        assert!(matches!(e, SearchError::Embedding(ref m) if m.contains("nope")), "{e}");
+        // Replacing and deleting keep the vectors in step; reopening reloads them.
+        svc.delete_document("pop", "bread").await.unwrap();
+        drop(svc);
+        let svc = SearchService::open(&dir).unwrap();
+        let st = svc.stats().into_iter().find(|s| s.name == "pop").unwrap();
+        assert_eq!((st.docs, st.vectors, st.dims), (2, 2, Some(64)));
+        let knn = json!({"query": {"knn": {"v": {"vector": vec![1.0f32; 64], "k": 5}}}});
+        assert_eq!(svc.search_dsl("pop", &knn).await.unwrap().len(), 2);
+        let mapping = svc.mapping("pop").unwrap();
+        assert_eq!(mapping["properties"]["embedding"]["type"], "knn_vector");
+        assert_eq!(mapping["properties"]["city"]["type"], "keyword");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
