@@ -2,8 +2,11 @@
 //! `${parameters.*}` / `${credential.*}` placeholders), optionally SigV4-signed, whose answer is
 //! narrowed by a `response_filter` JSONPath. Used by `_predict` and the `MLModelTool`.
 
+pub mod embed;
+pub mod hashed;
 pub mod jsonpath;
 pub mod mcp;
+pub mod process;
 pub mod template;
 
 use std::time::{Duration, SystemTime};
@@ -57,8 +60,15 @@ pub fn check_urls(doc: &Value, prefix: &str, net: &crate::outbound::Net) -> Resu
     Ok(())
 }
 
-/// The protocols a connector may use.
-pub const PROTOCOLS: &[&str] = &["http", "aws_sigv4", "mcp_sse", "mcp_streamable_http"];
+/// The protocols a connector may use (`scripted`: the gateway's offline models, a fixture for
+/// text and hashed features for embeddings, with no endpoint).
+pub const PROTOCOLS: &[&str] = &[
+    "http",
+    "aws_sigv4",
+    "mcp_sse",
+    "mcp_streamable_http",
+    "scripted",
+];
 
 /// Splits a connector document into its public part and its credential, after checking it.
 /// `prefix` is prepended to field names in errors (`connector.` for inline connectors).
@@ -121,6 +131,12 @@ pub fn validate(doc: &Value, prefix: &str) -> Result<(Value, Map<String, Value>)
             }
         }
     }
+    if protocol == "scripted" {
+        hashed::dimension(&parameters).map_err(|p| invalid(f("parameters.dimension"), p))?;
+        let mut public = obj.clone();
+        public.remove("credential");
+        return Ok((Value::Object(public), credential));
+    }
     if mcp::MCP_PROTOCOLS.contains(&protocol) {
         mcp::validate(obj, &f)?;
         let mut public = obj.clone();
@@ -178,6 +194,21 @@ pub fn validate(doc: &Value, prefix: &str) -> Result<(Value, Map<String, Value>)
             jsonpath::select(&Value::Null, p)
                 .map_err(|e| invalid(af("response_filter"), e.to_string()))?;
         }
+        for (key, check) in [
+            (
+                "pre_process_function",
+                (|n: &str| process::pre(n).map(|_| ())) as fn(&str) -> Result<(), String>,
+            ),
+            ("post_process_function", |n: &str| {
+                process::post(n).map(|_| ())
+            }),
+        ] {
+            match a.get(key) {
+                None => {}
+                Some(Value::String(n)) => check(n).map_err(|p| invalid(af(key), p))?,
+                Some(_) => return Err(invalid(af(key), "must be a function name (a string)")),
+            }
+        }
     }
     let mut public = obj.clone();
     public.remove("credential");
@@ -205,6 +236,9 @@ pub enum CallError {
     /// The upstream answered something that is not JSON.
     #[error("the model endpoint answered something that is not JSON")]
     NotJson,
+    /// The upstream answered JSON that does not hold what the connector reads from it.
+    #[error("{0}")]
+    BadAnswer(String),
     /// The outbound URL policy refuses the URL (a client fault).
     #[error(transparent)]
     Refused(#[from] crate::outbound::Refused),
@@ -242,20 +276,101 @@ impl Connector<'_> {
         })
     }
 
-    /// Runs the `predict` action with `overrides` and answers in `_predict`'s shape.
+    /// Runs the `predict` action with `overrides` and answers in `_predict`'s shape: the
+    /// action's `post_process_function` makes tensors of the answer, else the answer (narrowed
+    /// by `response_filter`) is the `response` output's `dataAsMap`.
     pub async fn predict(
         &self,
         net: &crate::outbound::Net,
         overrides: &Map<String, Value>,
     ) -> Result<Value, CallError> {
-        let Some(action) = self.action("predict") else {
-            return Err(CallError::Template(
-                "the connector has no predict action".into(),
-            ));
-        };
+        let action = self.predict_action()?;
         let params = self.parameters(overrides);
+        let (status, doc) = self.call(net, action, &params).await?;
+        if let Some(name) = action.get("post_process_function").and_then(Value::as_str) {
+            let tensors = self.post_process(action, &params, name, &doc, None)?;
+            return Ok(json!({
+                "inference_results": [{ "output": tensors, "status_code": status }]
+            }));
+        }
+        let data = match response_filter(action, &params) {
+            Some(path) => {
+                let picked = jsonpath::select(&doc, path)
+                    .map_err(|e| CallError::Template(e.to_string()))?
+                    .unwrap_or(Value::Null);
+                json!({ "response": picked })
+            }
+            None if doc.is_object() => doc,
+            None => json!({ "response": doc }),
+        };
+        Ok(json!({
+            "inference_results": [{
+                "output": [{ "name": "response", "dataAsMap": data }],
+                "status_code": status,
+            }]
+        }))
+    }
+
+    /// The `predict` action, or a template error naming its absence.
+    pub(crate) fn predict_action(&self) -> Result<&Value, CallError> {
+        self.action("predict")
+            .ok_or_else(|| CallError::Template("the connector has no predict action".into()))
+    }
+
+    /// Tensors out of `doc` by the post-process function `name` (`docs`: how many documents a
+    /// rerank scored). The connector's own `response_filter` wins over the function's path,
+    /// as in ml-commons.
+    pub(crate) fn post_process(
+        &self,
+        action: &Value,
+        params: &Map<String, Value>,
+        name: &str,
+        doc: &Value,
+        docs: Option<usize>,
+    ) -> Result<Vec<Value>, CallError> {
+        let (path, kind) = process::post(name).map_err(CallError::Template)?;
+        let path = response_filter(action, params).unwrap_or(path);
+        let picked = jsonpath::select(doc, path)
+            .map_err(|e| CallError::Template(e.to_string()))?
+            .unwrap_or(Value::Null);
+        match kind {
+            process::Post::Rerank => {
+                let n = docs.unwrap_or_else(|| picked.as_array().map_or(0, Vec::len));
+                process::rerank_tensors(&picked, n).map_err(CallError::BadAnswer)
+            }
+            kind => Ok(process::vectors(kind, &picked)
+                .map_err(CallError::BadAnswer)?
+                .iter()
+                .map(|v| process::embedding_tensor(v))
+                .collect()),
+        }
+    }
+
+    /// Renders `action` with `params`, calls it (SigV4-signed for `aws_sigv4`) and answers its
+    /// status and JSON body; an error status is a [`CallError::Upstream`].
+    pub(crate) async fn call(
+        &self,
+        net: &crate::outbound::Net,
+        action: &Value,
+        params: &Map<String, Value>,
+    ) -> Result<(u16, Value), CallError> {
+        self.call_with(net, action, params, |t| {
+            render(t, params, self.credential, Escape::Json)
+        })
+        .await
+    }
+
+    /// [`Connector::call`] with the request body rendered by `body` (the `_llm_interface`
+    /// provider inserts some parameters unescaped).
+    pub(crate) async fn call_with(
+        &self,
+        net: &crate::outbound::Net,
+        action: &Value,
+        params: &Map<String, Value>,
+        body: impl FnOnce(&str) -> Result<String, template::Missing>,
+    ) -> Result<(u16, Value), CallError> {
         let filled = |t: &str, e: Escape| {
-            render(t, &params, self.credential, e).map_err(|m| CallError::Template(m.to_string()))
+            render(t, params, self.credential, e).map_err(|m| CallError::Template(m.to_string()))
         };
         let method = action
             .get("method")
@@ -283,7 +398,7 @@ impl Connector<'_> {
         let body = match action.get("request_body").and_then(Value::as_str) {
             None => Vec::new(),
             Some(t) => {
-                let text = filled(t, Escape::Json)?;
+                let text = body(t).map_err(|m| CallError::Template(m.to_string()))?;
                 if serde_json::from_str::<Value>(&text).is_err() {
                     return Err(CallError::Template(
                         "request_body is not valid JSON once its placeholders are filled".into(),
@@ -292,8 +407,17 @@ impl Connector<'_> {
                 text.into_bytes()
             }
         };
+        // ml-commons sends its JSON bodies as JSON when the connector names no type (the
+        // OpenAI blueprints do not), and real endpoints refuse them otherwise.
+        if !body.is_empty()
+            && !headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        {
+            headers.push(("content-type".into(), "application/json".into()));
+        }
         if self.doc.get("protocol").and_then(Value::as_str) == Some("aws_sigv4") {
-            headers = sign_v4(&method, &url, headers, &body, &params, self.credential)?;
+            headers = sign_v4(&method, &url, headers, &body, params, self.credential)?;
         }
         let method = reqwest::Method::from_bytes(method.as_bytes())
             .map_err(|_| CallError::Template("bad method".into()))?;
@@ -321,27 +445,16 @@ impl Connector<'_> {
             });
         }
         let doc: Value = serde_json::from_slice(&bytes).map_err(|_| CallError::NotJson)?;
-        let filter = action
-            .get("response_filter")
-            .or_else(|| params.get("response_filter"))
-            .and_then(Value::as_str);
-        let data = match filter {
-            Some(path) => {
-                let picked = jsonpath::select(&doc, path)
-                    .map_err(|e| CallError::Template(e.to_string()))?
-                    .unwrap_or(Value::Null);
-                json!({ "response": picked })
-            }
-            None if doc.is_object() => doc,
-            None => json!({ "response": doc }),
-        };
-        Ok(json!({
-            "inference_results": [{
-                "output": [{ "name": "response", "dataAsMap": data }],
-                "status_code": status.as_u16(),
-            }]
-        }))
+        Ok((status.as_u16(), doc))
     }
+}
+
+/// The action's `response_filter`, else the connector parameters'.
+fn response_filter<'a>(action: &'a Value, params: &'a Map<String, Value>) -> Option<&'a str> {
+    action
+        .get("response_filter")
+        .or_else(|| params.get("response_filter"))
+        .and_then(Value::as_str)
 }
 
 fn read_timeout(doc: &Value) -> Duration {

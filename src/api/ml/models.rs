@@ -251,7 +251,9 @@ pub async fn deploy(
 }
 
 /// `POST /_plugins/_ml/models/{id}/_predict`: the connector's predict action with the body's
-/// `parameters` (SigV4-signed for `aws_sigv4` connectors).
+/// `parameters` (SigV4-signed for `aws_sigv4` connectors); with `text_docs`, embeddings through
+/// the action's pre/post-process functions (a `scripted` model embeds offline); with
+/// `query_text` and `text_docs`, a rerank.
 pub async fn predict(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -263,20 +265,54 @@ pub async fn predict(
         Some(Value::Object(p)) => p.clone(),
         Some(_) => return Err(MlError::bad("parameters", "must be an object")),
     };
+    let text_docs = match body.get("text_docs") {
+        None => None,
+        Some(Value::Array(a)) if !a.is_empty() && a.iter().all(Value::is_string) => Some(
+            a.iter()
+                .filter_map(|d| d.as_str().map(str::to_string))
+                .collect::<Vec<_>>(),
+        ),
+        Some(_) => {
+            return Err(MlError::bad(
+                "text_docs",
+                "must be a non-empty array of strings",
+            ));
+        }
+    };
+    let query_text = match body.get("query_text") {
+        None => None,
+        Some(Value::String(q)) => Some(q.clone()),
+        Some(_) => return Err(MlError::bad("query_text", "must be a string")),
+    };
     let models = state.agents.models();
     let model = models
         .model(&id)
         .await
         .map_err(MlError::Internal)?
         .ok_or_else(|| MlError::NotFound(format!("no model {id:?}")))?;
-    if model.connector.get("protocol").and_then(Value::as_str) == Some("scripted") {
-        return scripted_predict(&state, &model, &params).await.map(Json);
-    }
     let connector = Connector {
         doc: &model.connector,
         credential: &model.credential,
     };
-    match connector.predict(state.agents.net(), &params).await {
+    let net = state.agents.net();
+    let answer = match (text_docs, query_text) {
+        (Some(docs), Some(q)) => {
+            if connector.is_scripted() {
+                return Err(MlError::bad(
+                    "query_text",
+                    "the offline (scripted) model does not rerank",
+                ));
+            }
+            connector.predict_rerank(net, &q, &docs, &params).await
+        }
+        (Some(docs), None) => connector.predict_text_docs(net, &docs, &params).await,
+        (None, Some(_)) => return Err(MlError::bad("text_docs", "required with query_text")),
+        (None, None) if connector.is_scripted() => {
+            return scripted_predict(&state, &model, &params).await.map(Json);
+        }
+        (None, None) => connector.predict(net, &params).await,
+    };
+    match answer {
         Ok(v) => Ok(Json(v)),
         Err(CallError::Refused(e)) => Err(MlError::bad("actions.url", e.to_string())),
         Err(CallError::Template(m)) => Err(MlError::bad("parameters", m)),
