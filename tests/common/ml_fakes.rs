@@ -97,7 +97,9 @@ impl Embeddings {
                 "action_type": "predict", "method": "POST",
                 "url": format!("{}/v1/embeddings", self.base),
                 "headers": {"Authorization": "Bearer ${credential.openAI_key}"},
-                "request_body": "{ \"input\": ${parameters.input}, \"model\": \"${parameters.model}\" }"
+                "request_body": "{ \"input\": ${parameters.input}, \"model\": \"${parameters.model}\" }",
+                "pre_process_function": "connector.pre_process.openai.embedding",
+                "post_process_function": "connector.post_process.openai.embedding"
             }]
         })
     }
@@ -138,7 +140,7 @@ async fn cluster(
     });
     let ok = |v: Value| axum::Json(v).into_response();
     match (method.as_str(), uri.path()) {
-        ("GET", "/_cat/indices") => ok(json!([{
+        ("GET", "/_cat/indices" | "/_cat/indices/test_population_data") => ok(json!([{
             "health": "green", "status": "open", "index": "test_population_data",
             "uuid": "b7T3", "pri": "1", "rep": "1", "docs.count": "6", "docs.deleted": "0",
             "store.size": "18.2kb", "pri.store.size": "9.1kb"
