@@ -74,7 +74,10 @@ async fn registered_ml_commons_tools_query_the_configured_cluster() {
         call_start(4, "c_cat", "CatIndexTool"),
         call_args(4, r#"{"indices":["test_population_data"]}"#),
         call_start(5, "c_missing", "SearchIndexTool"),
-        call_args(5, r#"{"index":"missing","query":{"query":{"match_all":{}}}}"#),
+        call_args(
+            5,
+            r#"{"index":"missing","query":{"query":{"match_all":{}}}}"#,
+        ),
         finish("tool_calls"),
     ];
     let up = FakeOpenAi::start(vec![
@@ -125,7 +128,8 @@ async fn registered_ml_commons_tools_query_the_configured_cluster() {
     // What the cluster received, with basic auth on every request.
     let seen = os.requests();
     assert!(
-        seen.iter().all(|s| s.headers.get("authorization").unwrap() == basic.as_str()),
+        seen.iter()
+            .all(|s| s.headers.get("authorization").unwrap() == basic.as_str()),
         "{seen:#?}"
     );
     let searches: Vec<&Value> = seen
@@ -155,10 +159,16 @@ async fn registered_ml_commons_tools_query_the_configured_cluster() {
         json!({"size": 2, "_source": ["population_description"],
             "query": {"knn": {"population_description_embedding": {"vector": want, "k": 10}}}})
     );
-    assert_eq!(emb.inputs.lock().unwrap().clone(), vec![vec![question.to_string()]]);
+    assert_eq!(
+        emb.inputs.lock().unwrap().clone(),
+        vec![vec![question.to_string()]]
+    );
     let paths: Vec<&str> = seen.iter().map(|s| s.path_and_query.as_str()).collect();
     assert!(paths.contains(&"/_cat/indices?format=json"), "{paths:?}");
-    assert!(paths.contains(&"/_cat/indices/test_population_data?format=json"), "{paths:?}");
+    assert!(
+        paths.contains(&"/_cat/indices/test_population_data?format=json"),
+        "{paths:?}"
+    );
     assert!(paths.contains(&"/test_population_data"), "{paths:?}");
     assert!(paths.contains(&"/missing/_search"), "{paths:?}");
 
@@ -212,15 +222,27 @@ async fn registered_ml_commons_tools_query_the_configured_cluster() {
     assert!(result("c_vec").contains("3,519,000"));
     let list = result("c_list");
     let mut lines = list.lines();
-    assert!(lines.next().unwrap().starts_with("row,health,status,index,uuid,"), "{list}");
+    assert!(
+        lines
+            .next()
+            .unwrap()
+            .starts_with("row,health,status,index,uuid,"),
+        "{list}"
+    );
     assert_eq!(
         lines.next().unwrap(),
         "1,green,open,test_population_data,b7T3,1,1,6,0,18.2kb,9.1kb"
     );
     let cat = result("c_cat");
-    assert!(cat.starts_with("health\tstatus\tindex\tuuid\tpri\trep\tdocs.count"), "{cat}");
+    assert!(
+        cat.starts_with("health\tstatus\tindex\tuuid\tpri\trep\tdocs.count"),
+        "{cat}"
+    );
     let mapping = result("c_map");
-    assert!(mapping.starts_with("index: test_population_data\n\nmappings:\nproperties="), "{mapping}");
+    assert!(
+        mapping.starts_with("index: test_population_data\n\nmappings:\nproperties="),
+        "{mapping}"
+    );
     assert!(mapping.contains("settings:\nindex.knn=true\n"), "{mapping}");
     let missing = result("c_missing");
     assert!(missing.contains("OpenSearch HTTP 404"), "{missing}");

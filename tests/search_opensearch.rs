@@ -1,7 +1,8 @@
 /// The OpenSearch backend offers ml-commons' SearchIndexTool, ListIndexTool and
 /// IndexMappingTool: a model's calls reach the cluster as `POST {index}/_search` with the query
-/// DSL passed through unchanged, `GET _cat/indices?format=json` and `GET {index}/_mapping`, all
-/// with basic auth; a non-2xx answer becomes an error result the model reads.
+/// DSL passed through unchanged, `GET _cat/indices?format=json` and `GET {index}`, all with
+/// basic auth, and answer in ml-commons' output shapes; a non-2xx answer becomes an error
+/// result the model reads.
 mod common;
 
 use std::sync::{Arc, Mutex};
@@ -57,8 +58,9 @@ async fn opensearch(
         ("GET", "/_cat/indices") => json_ok(json!([
             {"health": "green", "status": "open", "index": "population", "docs.count": "3"}
         ])),
-        ("GET", "/population/_mapping") => json_ok(json!({
-            "population": {"mappings": {"properties": {"population_description": {"type": "text"}}}}
+        ("GET", "/population") => json_ok(json!({
+            "population": {"mappings": {"properties": {"population_description": {"type": "text"}}},
+                           "settings": {"index": {"number_of_shards": "1"}}}
         })),
         ("POST", "/population/_search") => json_ok(json!({
             "took": 3,
@@ -156,7 +158,7 @@ async fn ml_commons_tools_call_the_cluster_with_basic_auth() {
     };
     let list = find("/_cat/indices?format=json");
     assert_eq!((list.method.as_str(), &list.body), ("GET", &None));
-    let mapping = find("/population/_mapping");
+    let mapping = find("/population");
     assert_eq!(mapping.method, "GET");
     let search = find("/population/_search");
     assert_eq!(search.method, "POST");
@@ -178,17 +180,28 @@ async fn ml_commons_tools_call_the_cluster_with_basic_auth() {
             .unwrap()
             .to_string()
     };
-    let listed: Value = serde_json::from_str(&result("call_list")).unwrap();
-    assert_eq!(listed[0]["index"], "population");
-    let mapped: Value = serde_json::from_str(&result("call_map")).unwrap();
-    assert_eq!(
-        mapped["population"]["mappings"]["properties"]["population_description"]["type"],
-        "text"
+    // ml-commons' output shapes: a CSV table, mapping and settings lines, one line per hit.
+    let listed = result("call_list");
+    assert!(listed.starts_with("row,health,status,index,"), "{listed}");
+    assert!(listed.contains("\n1,green,open,population,"), "{listed}");
+    let mapped = result("call_map");
+    assert!(
+        mapped.starts_with("index: population\n\nmappings:\nproperties="),
+        "{mapped}"
     );
-    let found: Value = serde_json::from_str(&result("call_search")).unwrap();
-    assert_eq!(found["hits"]["hits"][0]["_id"], "sea-2023");
+    assert!(mapped.contains("population_description"), "{mapped}");
+    assert!(
+        mapped.contains("settings:\nindex.number_of_shards=1"),
+        "{mapped}"
+    );
+    let found: Value = serde_json::from_str(result("call_search").trim()).unwrap();
+    assert_eq!(found["_id"], "sea-2023");
+    assert_eq!(found["_index"], "population");
     let failed = result("call_missing");
-    assert!(failed.starts_with("OpenSearch HTTP 404"), "{failed}");
+    assert!(
+        failed.starts_with("SearchIndexTool: OpenSearch HTTP 404"),
+        "{failed}"
+    );
     assert!(failed.contains("index_not_found_exception"));
     let tool_msgs: Vec<Value> = up.requests()[2]["messages"]
         .as_array()
@@ -201,7 +214,7 @@ async fn ml_commons_tools_call_the_cluster_with_basic_auth() {
         tool_msgs.last().unwrap()["content"]
             .as_str()
             .unwrap()
-            .starts_with("Error: OpenSearch HTTP 404"),
+            .starts_with("Error: SearchIndexTool: OpenSearch HTTP 404"),
         "{tool_msgs:#?}"
     );
 

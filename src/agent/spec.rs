@@ -886,7 +886,11 @@ async fn compile_tools(
         } else if let Some(ml) = crate::tools::search::ml::MlToolType::parse(ty) {
             let cfg = crate::tools::search::ml::from_registration(ml, o, &f)?;
             if ml == crate::tools::search::ml::MlToolType::VectorDb {
-                let mid = cfg.params.get("model_id").and_then(Value::as_str).unwrap_or("");
+                let mid = cfg
+                    .params
+                    .get("model_id")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
                 models
                     .model(mid)
                     .await

@@ -22,8 +22,8 @@ use serde_json::{Map, Value, json};
 
 use super::ApiError;
 use crate::AppState;
-use crate::tools::search::embedded::{MAX_BULK, MAX_TOP_K};
 use crate::tools::search::embedded::EmbeddingSpec;
+use crate::tools::search::embedded::{MAX_BULK, MAX_TOP_K};
 use crate::tools::search::{Document, SearchError, SearchRequest};
 
 /// Routes of the ingestion API.

@@ -123,8 +123,8 @@ pub fn parse_section(
 
 /// Checks a cluster URL.
 pub fn parse_url(raw: &str) -> Result<url::Url, Fail> {
-    let url =
-        url::Url::parse(raw).map_err(|e| fail("url", format!("{raw:?} is not a valid URL: {e}")))?;
+    let url = url::Url::parse(raw)
+        .map_err(|e| fail("url", format!("{raw:?} is not a valid URL: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") || url.cannot_be_a_base() {
         return Err(fail("url", format!("{raw:?} must be an http or https URL")));
     }
@@ -419,8 +419,9 @@ mod tests {
 
     #[test]
     fn sections_resolve_auth_and_name_bad_keys() {
-        let s = section("url = \"https://os:9200\"\nusername = \"admin\"\npassword_env = \"OS_PW\"")
-            .unwrap();
+        let s =
+            section("url = \"https://os:9200\"\nusername = \"admin\"\npassword_env = \"OS_PW\"")
+                .unwrap();
         assert!(
             matches!(&s.auth, ClusterAuth::Basic { password: Some(p), .. } if p.expose() == "s3cret")
         );

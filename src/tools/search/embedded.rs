@@ -487,7 +487,8 @@ async fn write<T: Send + 'static>(
             w.commit()?;
             Ok(v)
         });
-        let pending = std::mem::take(&mut *kb.pending.lock().unwrap_or_else(PoisonError::into_inner));
+        let pending =
+            std::mem::take(&mut *kb.pending.lock().unwrap_or_else(PoisonError::into_inner));
         match result {
             Ok(v) => {
                 kb.reader.reload()?;

@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-
 use crate::agent::spec::ModelLookup;
 
 /// Embeds texts with a registered model.

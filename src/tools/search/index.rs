@@ -366,9 +366,7 @@ impl KbIndex {
         let searcher = self.reader.searcher();
         let top = searcher.search(
             query,
-            &TopDocs::with_limit(top_k)
-                .and_offset(from)
-                .order_by_score(),
+            &TopDocs::with_limit(top_k).and_offset(from).order_by_score(),
         )?;
         let mut snippets = SnippetGenerator::create(&searcher, text, self.f.text)?;
         snippets.set_max_num_chars(SNIPPET_CHARS);
@@ -464,9 +462,15 @@ impl KbIndex {
     }
 
     /// Field names and metadata keys (with a JSON type) of up to `sample` documents.
-    pub(super) fn field_names(&self, sample: usize) -> Result<(Vec<String>, Map<String, Value>), SearchError> {
+    pub(super) fn field_names(
+        &self,
+        sample: usize,
+    ) -> Result<(Vec<String>, Map<String, Value>), SearchError> {
         let searcher = self.reader.searcher();
-        let top = searcher.search(&AllQuery, &TopDocs::with_limit(sample.max(1)).order_by_score())?;
+        let top = searcher.search(
+            &AllQuery,
+            &TopDocs::with_limit(sample.max(1)).order_by_score(),
+        )?;
         let mut fields = std::collections::BTreeSet::new();
         let mut meta = Map::new();
         for (_, addr) in top {

@@ -78,17 +78,17 @@ impl MlTool {
                 Value::Object(_) => {
                     render_value(&q, params, Escape::Raw).map_err(|e| e.to_string())?
                 }
-                Value::String(s) => {
-                    Value::String(render(s, params, &Map::new(), Escape::Json).map_err(|e| e.to_string())?)
-                }
+                Value::String(s) => Value::String(
+                    render(s, params, &Map::new(), Escape::Json).map_err(|e| e.to_string())?,
+                ),
                 other => other.clone(),
             };
             p.insert("query".into(), filled);
         }
         let (index, query) = match p.get("input").and_then(Value::as_str) {
             Some(template) if !template.trim().is_empty() => {
-                let text = render(template, &p, &Map::new(), Escape::Json)
-                    .map_err(|e| e.to_string())?;
+                let text =
+                    render(template, &p, &Map::new(), Escape::Json).map_err(|e| e.to_string())?;
                 match serde_json::from_str::<Value>(&text) {
                     Ok(Value::Object(o)) if o.contains_key("index") && o.contains_key("query") => {
                         (o.get("index").cloned(), o.get("query").cloned())
@@ -143,9 +143,11 @@ impl MlTool {
                     .map_err(|e| e.to_string())?;
                 let docs = embedded_docs(&hits, query.get("_source"));
                 if raw {
-                    return Ok(json!({"hits": {"total": {"value": docs.len(), "relation": "eq"},
+                    return Ok(
+                        json!({"hits": {"total": {"value": docs.len(), "relation": "eq"},
                         "hits": docs}})
-                    .to_string());
+                        .to_string(),
+                    );
                 }
                 Ok(hit_lines(&docs))
             }
@@ -266,7 +268,11 @@ impl MlTool {
                             "pri.store.size",
                         ]
                         .iter()
-                        .map(|k| r.get(*k).map(crate::connector::template::text_of).unwrap_or_default())
+                        .map(|k| {
+                            r.get(*k)
+                                .map(crate::connector::template::text_of)
+                                .unwrap_or_default()
+                        })
                         .collect()
                     })
                     .collect()
@@ -295,7 +301,10 @@ impl MlTool {
         if rows.is_empty() {
             return Ok(format!(
                 "There were no results searching the indices parameter [{}].",
-                params.get("indices").map(crate::connector::template::text_of).unwrap_or_else(|| "null".into())
+                params
+                    .get("indices")
+                    .map(crate::connector::template::text_of)
+                    .unwrap_or_else(|| "null".into())
             ));
         }
         let mut out = String::new();
@@ -319,14 +328,16 @@ impl MlTool {
         let none = || {
             format!(
                 "There were no results searching the index parameter [{}].",
-                params.get("index").map(crate::connector::template::text_of).unwrap_or_else(|| "null".into())
+                params
+                    .get("index")
+                    .map(crate::connector::template::text_of)
+                    .unwrap_or_else(|| "null".into())
             )
         };
         if indices.is_empty() {
             return Ok(none());
         }
-        // name -> (mappings, flattened settings)
-        let mut found: Vec<(String, Value, Vec<(String, String)>)> = Vec::new();
+        let mut found: Vec<IndexDescription> = Vec::new();
         match &self.backend {
             MlBackend::Cluster(c) => {
                 for i in &indices {
@@ -394,6 +405,9 @@ impl Tool for MlTool {
     }
 }
 
+/// An index's name, mappings and flattened settings.
+type IndexDescription = (String, Value, Vec<(String, String)>);
+
 /// `a*` style patterns of index lists.
 fn glob(pattern: &str, name: &str) -> bool {
     if pattern == "_all" || pattern == "*" {
@@ -421,7 +435,10 @@ fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
             }
         }
         Value::Null => {}
-        other => out.push((prefix.to_string(), crate::connector::template::text_of(other))),
+        other => out.push((
+            prefix.to_string(),
+            crate::connector::template::text_of(other),
+        )),
     }
 }
 
@@ -448,11 +465,16 @@ fn embedded_docs(hits: &[Hit], source: Option<&Value>) -> Vec<Value> {
         None | Some(Value::Null) | Some(Value::Bool(true)) => None,
         Some(Value::Bool(false)) => Some(Vec::new()),
         Some(Value::String(s)) => Some(vec![s.clone()]),
-        Some(Value::Array(a)) => Some(a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()),
-        Some(Value::Object(o)) => o
-            .get("includes")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()),
+        Some(Value::Array(a)) => Some(
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect(),
+        ),
+        Some(Value::Object(o)) => o.get("includes").and_then(Value::as_array).map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        }),
         Some(_) => None,
     };
     hits.iter()

@@ -27,8 +27,9 @@ pub fn entry_tools(
             && let Some(d) = &default_index
         {
             schema["required"] = json!(["query"]);
-            schema["properties"]["index"]["description"] =
-                json!(format!("OpenSearch index name. Example: index1 (default {d:?})"));
+            schema["properties"]["index"]["description"] = json!(format!(
+                "OpenSearch index name. Example: index1 (default {d:?})"
+            ));
         }
         Arc::new(MlTool::new(
             MlToolConfig {

@@ -17,7 +17,8 @@ use super::index::{EmbeddingSpec, KbIndex, SEP, analyzer, canonical};
 /// Hits of a DSL query when it names no `size` (OpenSearch's default).
 const DEFAULT_SIZE: usize = 10;
 /// Query types the embedded indexes honour.
-const SUPPORTED: &str = "match, match_phrase, multi_match, match_all, term, terms, ids, bool, neural, knn";
+const SUPPORTED: &str =
+    "match, match_phrase, multi_match, match_all, term, terms, ids, bool, neural, knn";
 
 /// An index with its size, for `ListIndexTool` / `CatIndexTool`.
 #[derive(Debug, Clone)]
@@ -200,11 +201,11 @@ impl SearchService {
         let kb = self.get(index)?;
         let size = match body.get("size") {
             None | Some(Value::Null) => DEFAULT_SIZE,
-            Some(v) => v
-                .as_u64()
-                .or_else(|| v.as_str()?.parse().ok())
-                .ok_or_else(|| invalid("size", "must be a number"))?
-                as usize,
+            Some(v) => {
+                v.as_u64()
+                    .or_else(|| v.as_str()?.parse().ok())
+                    .ok_or_else(|| invalid("size", "must be a number"))? as usize
+            }
         };
         let from = body.get("from").and_then(Value::as_u64).unwrap_or(0) as usize;
         if size == 0 {
@@ -255,8 +256,7 @@ impl SearchService {
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
                         .nearest(&vector, k.max(size + from), &keep)
                         .map_err(|m| invalid("query", m))?;
-                    let top: Vec<(String, f32)> =
-                        top.into_iter().skip(from).take(size).collect();
+                    let top: Vec<(String, f32)> = top.into_iter().skip(from).take(size).collect();
                     kb2.hits_for(&top, true)
                 })
                 .await
@@ -359,7 +359,11 @@ fn plan(kb: &KbIndex, q: &Value, at: &str) -> Result<Plan, SearchError> {
                     Some(text_query(kb, &json!({"bool": rest}), at)?)
                 };
                 return match plan(kb, must[0], &format!("{at}.bool.must"))? {
-                    Plan::Knn { probe, k, filter: inner } => Ok(Plan::Knn {
+                    Plan::Knn {
+                        probe,
+                        k,
+                        filter: inner,
+                    } => Ok(Plan::Knn {
                         probe,
                         k,
                         filter: filter.or(inner),
@@ -454,7 +458,9 @@ fn text_query(kb: &KbIndex, q: &Value, at: &str) -> Result<Box<dyn Query>, Searc
             let (field, v) = single(body, &here)?;
             let text = text_value(v).ok_or_else(|| invalid(&here, "needs a text"))?;
             let all = kind != "match"
-                || v.get("operator").and_then(Value::as_str).map(str::to_ascii_lowercase)
+                || v.get("operator")
+                    .and_then(Value::as_str)
+                    .map(str::to_ascii_lowercase)
                     == Some("and".into());
             match_field(kb, field, &text, all)
         }
@@ -545,7 +551,9 @@ fn text_query(kb: &KbIndex, q: &Value, at: &str) -> Result<Box<dyn Query>, Searc
         other => {
             return Err(invalid(
                 &here,
-                format!("{other:?} queries are not supported on embedded indexes; supported: {SUPPORTED}"),
+                format!(
+                    "{other:?} queries are not supported on embedded indexes; supported: {SUPPORTED}"
+                ),
             ));
         }
     })
@@ -570,7 +578,9 @@ mod tests {
                 .map(|t| {
                     let mut v = vec![0.01f32; 64];
                     for w in words(t) {
-                        let h = w.bytes().fold(7u32, |a, b| a.wrapping_mul(31).wrapping_add(b as u32));
+                        let h = w
+                            .bytes()
+                            .fold(7u32, |a, b| a.wrapping_mul(31).wrapping_add(b as u32));
                         v[(h % 64) as usize] += 1.0;
                     }
                     v
@@ -601,8 +611,16 @@ mod tests {
         svc.add_documents(
             "pop",
             vec![
-                doc("sea", "Seattle metro population 2023 is 3,519,000", json!({"city": "Seattle"})),
-                doc("nyc", "New York City metro population 2023 is 18,937,000", json!({"city": "New York"})),
+                doc(
+                    "sea",
+                    "Seattle metro population 2023 is 3,519,000",
+                    json!({"city": "Seattle"}),
+                ),
+                doc(
+                    "nyc",
+                    "New York City metro population 2023 is 18,937,000",
+                    json!({"city": "New York"}),
+                ),
                 doc("bread", "Bakers knead dough", json!({"city": "Paris"})),
             ],
         )
@@ -618,23 +636,45 @@ mod tests {
             "must": {"neural": {"e": {"query_text": "Seattle population"}}},
             "filter": {"term": {"city": "New York"}}}}});
         let hits = svc.search_dsl("pop", &filtered).await.unwrap();
-        assert_eq!(hits.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(), ["nyc"]);
+        assert_eq!(
+            hits.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(),
+            ["nyc"]
+        );
         // The text subset.
         let m = json!({"query": {"bool": {"must": [{"match": {"text": "population"}}],
             "must_not": {"term": {"_id": "nyc"}}}}});
         let hits = svc.search_dsl("pop", &m).await.unwrap();
-        assert_eq!(hits.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(), ["sea"]);
+        assert_eq!(
+            hits.iter().map(|h| h.id.as_str()).collect::<Vec<_>>(),
+            ["sea"]
+        );
         let e = svc
             .search_dsl("pop", &json!({"query": {"fuzzy": {"text": "x"}}}))
             .await
             .unwrap_err();
-        assert!(e.to_string().contains("\"fuzzy\" queries are not supported"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("\"fuzzy\" queries are not supported"),
+            "{e}"
+        );
         // Unknown models fail the ingestion, naming the model.
-        svc.create_index_with("bad", Some(EmbeddingSpec { model_id: "nope".into(), field: None }))
+        svc.create_index_with(
+            "bad",
+            Some(EmbeddingSpec {
+                model_id: "nope".into(),
+                field: None,
+            }),
+        )
+        .await
+        .unwrap();
+        let e = svc
+            .add_documents("bad", vec![doc("x", "y", json!({}))])
             .await
-            .unwrap();
-        let e = svc.add_documents("bad", vec![doc("x", "y", json!({}))]).await.unwrap_err();
-        assert!(matches!(e, SearchError::Embedding(ref m) if m.contains("nope")), "{e}");
+            .unwrap_err();
+        assert!(
+            matches!(e, SearchError::Embedding(ref m) if m.contains("nope")),
+            "{e}"
+        );
         // Replacing and deleting keep the vectors in step; reopening reloads them.
         svc.delete_document("pop", "bread").await.unwrap();
         drop(svc);
