@@ -884,37 +884,7 @@ async fn compile_tools(
             };
             (tool, p)
         } else if let Some(ml) = crate::tools::search::ml::MlToolType::parse(ty) {
-            let cfg = crate::tools::search::ml::from_registration(ml, o, &f)?;
-            if ml == crate::tools::search::ml::MlToolType::VectorDb {
-                let mid = cfg
-                    .params
-                    .get("model_id")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                models
-                    .model(mid)
-                    .await
-                    .map_err(|e| invalid(f("parameters.model_id"), e))?
-                    .ok_or_else(|| {
-                        invalid(
-                            f("parameters.model_id"),
-                            format!("no model {mid:?} is registered"),
-                        )
-                    })?;
-            }
-            // A flow fills a retriever's `input` with the execution's parameters (earlier
-            // steps' outputs included); the other tools fill their own templates per call.
-            let step = match (ml, cfg.params.get("input")) {
-                (crate::tools::search::ml::MlToolType::VectorDb, Some(input)) => {
-                    Map::from_iter([("input".to_string(), input.clone())])
-                }
-                _ => Map::new(),
-            };
-            let tool = ToolConfig {
-                kind: ToolKind::MlCommons(cfg),
-                options: crate::tools::ToolOptions::default(),
-            };
-            (tool, step)
+            crate::tools::search::ml::compile(ml, o, &f, models).await?
         } else {
             let mut table = o.clone();
             let input = table.remove("input");

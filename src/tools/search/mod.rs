@@ -183,25 +183,11 @@ pub fn parse(
             let raw = f
                 .url
                 .ok_or_else(|| fail("url", "required for backend = \"opensearch\""))?;
-            let url = url::Url::parse(&raw)
-                .map_err(|e| fail("url", format!("{raw:?} is not a valid URL: {e}")))?;
-            if !matches!(url.scheme(), "http" | "https") || url.cannot_be_a_base() {
-                return Err(fail("url", format!("{raw:?} must be an http or https URL")));
-            }
-            let password = match &f.password_env {
-                None => None,
-                Some(_) if f.username.is_none() => {
-                    return Err(fail("password_env", "needs username"));
-                }
-                Some(var) => match env(var) {
-                    Some(v) if !v.is_empty() => Some(Secret::new(v)),
-                    _ => {
-                        return Err(fail(
-                            "password_env",
-                            format!("environment variable {var} is not set"),
-                        ));
-                    }
-                },
+            let url = cluster::parse_url(&raw)?;
+            let password = match cluster::basic(f.username.clone(), f.password_env.as_deref(), env)?
+            {
+                cluster::ClusterAuth::Basic { password, .. } => password,
+                _ => None,
             };
             let name = f.name.unwrap_or_else(|| "opensearch".into());
             check_tool_name("name", &name)?;
