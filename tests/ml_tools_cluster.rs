@@ -306,3 +306,90 @@ async fn sigv4_signs_cluster_requests_with_the_default_chain() {
     assert!(h.get("x-amz-content-sha256").is_some());
     assert!(!out.to_string().contains("gateway-test-secret"));
 }
+
+/// Against a real cluster when the environment names one (`AGUI_TEST_OPENSEARCH`, e.g.
+/// `http://admin:pass@localhost:9200`): `ListIndexTool` and `SearchIndexTool` flows see an
+/// index the test creates.
+#[tokio::test]
+async fn a_real_cluster_answers_when_the_environment_has_one() {
+    let Some(url) = std::env::var("AGUI_TEST_OPENSEARCH")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        eprintln!("\n*** AGUI_TEST_OPENSEARCH is unset: a real OpenSearch is NOT tested ***\n");
+        return;
+    };
+    let parsed = url::Url::parse(&url).expect("AGUI_TEST_OPENSEARCH is a URL");
+    let mut plain = parsed.clone();
+    plain.set_username("").unwrap();
+    plain.set_password(None).unwrap();
+    let http = reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .build()
+        .unwrap();
+    let auth = |r: reqwest::RequestBuilder| {
+        if parsed.username().is_empty() {
+            r
+        } else {
+            r.basic_auth(parsed.username(), parsed.password())
+        }
+    };
+    let index = format!("agui-test-{}", uuid::Uuid::new_v4().simple());
+    let base = plain.as_str().trim_end_matches('/').to_string();
+    let r = auth(http.put(format!("{base}/{index}")))
+        .json(&json!({"mappings": {"properties": {"population_description": {"type": "text"}}}}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{:?}", r.text().await);
+    let r = auth(http.put(format!("{base}/{index}/_doc/sea-2023?refresh=true")))
+        .json(&json!({"population_description": POPULATION_HIT}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{:?}", r.text().await);
+
+    let mut section = format!("[opensearch]\nurl = \"{base}\"\nverify_tls = false\n");
+    let password_var = "AGUI_TEST_OPENSEARCH_PASSWORD_FOR_GATEWAY";
+    if !parsed.username().is_empty() {
+        section.push_str(&format!(
+            "username = \"{}\"\npassword_env = \"{password_var}\"\n",
+            parsed.username()
+        ));
+    }
+    let path = temp_dir("real-os").join("gw.toml");
+    std::fs::write(
+        &path,
+        format!("[[agents]]\nid = \"cfg\"\n[agents.model]\nprovider = \"scripted\"\n{section}"),
+    )
+    .unwrap();
+    let gw = GatewayProcess::spawn(
+        &path,
+        &[(password_var, parsed.password().unwrap_or(""))],
+        false,
+    )
+    .await;
+    let (status, reg) = post(
+        &gw.base,
+        "/_plugins/_ml/agents/_register",
+        json!({"name": "real", "type": "flow",
+               "tools": [{"type": "ListIndexTool"}, {"type": "SearchIndexTool"}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{reg}");
+    let (status, out) = post(
+        &gw.base,
+        &format!(
+            "/_plugins/_ml/agents/{}/_execute",
+            reg["agent_id"].as_str().unwrap()
+        ),
+        json!({"parameters": {"question": "Seattle", "index": index,
+            "query": {"query": {"match": {"population_description": "Seattle"}}}}}),
+    )
+    .await;
+    let _ = auth(http.delete(format!("{base}/{index}"))).send().await;
+    assert_eq!(status, 200, "{out}");
+    let text = out.to_string();
+    assert!(text.contains(&index), "{out}");
+    assert!(text.contains("sea-2023"), "{out}");
+}

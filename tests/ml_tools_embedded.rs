@@ -318,3 +318,76 @@ async fn seed_v2_neural_search_and_index_tools_run_on_embedded_indexes() {
         "{fuzzy}"
     );
 }
+
+/// The offline (`scripted`) embedding model needs no network: an index created with it and a
+/// flow of one `VectorDBTool` answer with ml-commons' hit lines.
+#[tokio::test]
+async fn the_offline_embedding_model_serves_an_embedded_vector_index() {
+    let gw =
+        Gateway::start("[[agents]]\nid = \"cfg\"\n[agents.model]\nprovider = \"scripted\"\n").await;
+    let base = gw.url("").trim_end_matches('/').to_string();
+    let model = register_model(
+        &base,
+        json!({"name": "offline", "protocol": "scripted", "parameters": {"dimension": 256}}),
+    )
+    .await;
+    let resp = reqwest::Client::new()
+        .put(format!("{base}/indices/offline_population"))
+        .json(&json!({"embedding": {"model_id": model}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let docs: Vec<Value> = DOCS
+        .iter()
+        .map(|(id, text)| json!({"id": id, "fields": {"population_description": text}}))
+        .collect();
+    let (status, body) = post(
+        &base,
+        "/indices/offline_population/documents/_bulk",
+        json!({"documents": docs}),
+    )
+    .await;
+    assert_eq!(
+        (status, &body["indexed"]),
+        (200, &json!(DOCS.len())),
+        "{body}"
+    );
+    let (status, reg) = post(
+        &base,
+        "/_plugins/_ml/agents/_register",
+        json!({"name": "retrieve", "type": "flow", "tools": [{
+            "type": "VectorDBTool",
+            "parameters": {"model_id": model, "index": "offline_population",
+                "embedding_field": "embedding", "source_field": ["population_description"],
+                "doc_size": 3, "input": "${parameters.question}"}
+        }]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{reg}");
+    let (status, out) = post(
+        &base,
+        &format!(
+            "/_plugins/_ml/agents/{}/_execute",
+            reg["agent_id"].as_str().unwrap()
+        ),
+        json!({"parameters": {"question": "population of Seattle in 2023"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{out}");
+    let text = out["inference_results"][0]["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "VectorDBTool")
+        .unwrap_or_else(|| panic!("{out}"))["result"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let hits: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(hits.len(), 3, "{text}");
+    assert!(hits.iter().all(|h| h["_index"] == "offline_population"));
+}
