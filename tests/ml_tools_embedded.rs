@@ -77,6 +77,25 @@ async fn seed_v1_flow_answers_from_an_embedded_vector_index() {
     assert_eq!(ingested.len(), DOCS.len());
     assert!(ingested.contains(&DOCS[0].1.to_string()));
 
+    let listed: Value = reqwest::get(format!("{base}/indices"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let entry = listed["indices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == "test_population_data")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        entry,
+        json!({"name": "test_population_data", "docs": DOCS.len(),
+            "embedding": {"model_id": embedding_model, "field": "population_description"}})
+    );
+
     // An unknown embedding model is refused at creation, naming the field.
     let resp = reqwest::Client::new()
         .put(format!("{base}/indices/other"))

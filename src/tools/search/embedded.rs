@@ -187,6 +187,9 @@ pub struct IndexInfo {
     pub name: String,
     /// Live documents.
     pub docs: u64,
+    /// The model that embeds its documents, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedding: Option<EmbeddingSpec>,
 }
 
 /// What a write did.
@@ -310,6 +313,7 @@ impl SearchService {
             .map(|kb| IndexInfo {
                 name: kb.name.clone(),
                 docs: kb.reader.searcher().num_docs(),
+                embedding: kb.embedding.clone(),
             })
             .collect()
     }
@@ -346,6 +350,7 @@ impl SearchService {
             KbIndex::create(&owned, &path, embedding)
         })
         .await?;
+        let kb_embedding = kb.embedding.clone();
         self.indices
             .write()
             .unwrap_or_else(PoisonError::into_inner)
@@ -353,6 +358,7 @@ impl SearchService {
         Ok(IndexInfo {
             name: name.to_string(),
             docs: 0,
+            embedding: kb_embedding,
         })
     }
 
