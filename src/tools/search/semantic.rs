@@ -199,6 +199,24 @@ impl SearchService {
     /// types outside the supported subset are refused by name.
     pub async fn search_dsl(&self, index: &str, body: &Value) -> Result<Vec<Hit>, SearchError> {
         let kb = self.get(index)?;
+        for key in [
+            "aggs",
+            "aggregations",
+            "sort",
+            "collapse",
+            "search_after",
+            "script_fields",
+            "rescore",
+        ] {
+            if body.get(key).is_some() {
+                return Err(invalid(
+                    key,
+                    format!(
+                        "{key:?} is not supported on embedded indexes (only query, size, from and _source)"
+                    ),
+                ));
+            }
+        }
         let size = match body.get("size") {
             None | Some(Value::Null) => DEFAULT_SIZE,
             Some(v) => {
