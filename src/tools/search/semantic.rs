@@ -707,3 +707,60 @@ mod tests {
         let _ = std::fs::remove_dir_all(dir);
     }
 }
+
+#[cfg(test)]
+mod measure {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// Prints how long ingestion with vectors, a k-NN search and reopening (which reloads the
+    /// vectors from the stored documents) take; run with
+    /// `cargo test --release --lib semantic::measure -- --ignored --nocapture`.
+    #[tokio::test(flavor = "multi_thread")]
+    #[ignore]
+    async fn reopening_reloads_vectors() {
+        let n: usize = std::env::var("AGUI_MEASURE_DOCS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(10_000);
+        let dims = 384;
+        let dir =
+            std::env::temp_dir().join(format!("agui-measure-{}", uuid::Uuid::new_v4().simple()));
+        let svc = SearchService::open(&dir).unwrap();
+        svc.create_index("v").await.unwrap();
+        let mut seed = 11u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % 2000) as f32 / 1000.0 - 1.0
+        };
+        let start = std::time::Instant::now();
+        for chunk in 0..n.div_ceil(5_000) {
+            let docs: Vec<Document> = (chunk * 5_000..((chunk + 1) * 5_000).min(n))
+                .map(|i| Document {
+                    id: format!("d{i}"),
+                    fields: BTreeMap::from([("text".to_string(), format!("document {i}"))]),
+                    metadata: Map::new(),
+                    vector: Some((0..dims).map(|_| next()).collect()),
+                })
+                .collect();
+            svc.add_documents("v", docs).await.unwrap();
+        }
+        println!("ingested {n} docs x {dims} dims in {:?}", start.elapsed());
+        let q: Vec<f32> = (0..dims).map(|_| next()).collect();
+        let body = json!({"size": 10, "query": {"knn": {"e": {"vector": q, "k": 10}}}});
+        let start = std::time::Instant::now();
+        assert_eq!(svc.search_dsl("v", &body).await.unwrap().len(), 10);
+        println!("k-NN search with hits: {:?}", start.elapsed());
+        drop(svc);
+        let start = std::time::Instant::now();
+        let svc = SearchService::open(&dir).unwrap();
+        println!("reopened (vectors reloaded) in {:?}", start.elapsed());
+        assert_eq!(
+            svc.stats().iter().find(|s| s.name == "v").unwrap().vectors,
+            n
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

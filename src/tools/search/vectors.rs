@@ -3,7 +3,10 @@
 //! survives a restart; this store is rebuilt from them when the index opens.
 //!
 //! A query is one pass over every vector (dot products), so its time grows with the number of
-//! documents: the measured figures are in `the_exact_scan_is_measured` below and in the README.
+//! documents. Measured at 384 dimensions (optimised build, `the_exact_scan_is_measured`):
+//! about 1.5 ms per query at 10k documents, 15 ms at 100k, 175 ms at 1M (where the vectors
+//! alone take 1.5 GB of memory): fit up to about 100k-200k documents per index; beyond that a
+//! cluster with an ANN index (`[opensearch]`) is the tool.
 
 use std::collections::HashMap;
 
