@@ -199,7 +199,7 @@ async fn seed_v1_flow_answers_from_an_embedded_vector_index() {
 #[tokio::test]
 async fn seed_v2_neural_search_and_index_tools_run_on_embedded_indexes() {
     let emb = Embeddings::start().await;
-    let (_gw, base, embedding_model) = population_index(&emb).await;
+    let (_gw, base, _) = population_index(&emb).await;
     let turn = vec![
         call_start(0, "c_neural", "retrieve_population_data"),
         call_args(0, r#"{"question":"Seattle population in 2023"}"#),
@@ -244,7 +244,9 @@ async fn seed_v2_neural_search_and_index_tools_run_on_embedded_indexes() {
                         "query": {
                             "query": {"neural": {"population_description_embedding": {
                                 "query_text": "${parameters.question}",
-                                "model_id": embedding_model
+                                // The seed's (a cluster's) model id: the embedded index
+                                // embeds the query with its own model.
+                                "model_id": "w0T3NJwBZFG13462QeiT"
                             }}},
                             "size": 2,
                             "_source": "population_description"

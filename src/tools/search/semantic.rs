@@ -243,8 +243,14 @@ impl SearchService {
                 let vector = match probe {
                     Probe::Vector(v) => v,
                     Probe::Text { text, model_id } => {
-                        let model = model_id
-                            .or_else(|| kb.embedding.as_ref().map(|s| s.model_id.clone()))
+                        // The index's own model: its vectors are only comparable with the
+                        // query's when one model made both (a query's model_id, often a
+                        // cluster's, serves indexes without one).
+                        let model = kb
+                            .embedding
+                            .as_ref()
+                            .map(|s| s.model_id.clone())
+                            .or(model_id)
                             .ok_or_else(|| {
                                 invalid(
                                     "query.neural",
@@ -644,8 +650,9 @@ mod tests {
         )
         .await
         .unwrap();
+        // The index's model embeds the query, whatever model_id the query names.
         let neural = json!({"query": {"neural": {"population_description_embedding": {
-            "query_text": "Seattle population", "model_id": "words"}}}, "size": 2});
+            "query_text": "Seattle population", "model_id": "w0T3NJwBZFG13462QeiT"}}}, "size": 2});
         let hits = svc.search_dsl("pop", &neural).await.unwrap();
         assert_eq!(hits[0].id, "sea", "{hits:#?}");
         assert_eq!(hits.len(), 2);
