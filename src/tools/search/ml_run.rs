@@ -183,15 +183,6 @@ impl MlTool {
         let k = count(params, "k")?.unwrap_or(DEFAULT_K);
         let doc_size = count(params, "doc_size")?.unwrap_or(DEFAULT_DOC_SIZE);
         let sources = list(params.get("source_field"));
-        let embedder = self
-            .service
-            .embedder()
-            .ok_or("no model store to embed the input with")?;
-        let vector = embedder
-            .embed(model_id, &[text])
-            .await?
-            .pop()
-            .ok_or("the embedding model answered no vector")?;
         let field = s("embedding_field");
         let source = (!sources.is_empty()).then(|| json!(sources));
         match &self.backend {
@@ -202,6 +193,14 @@ impl MlTool {
                             .into(),
                     );
                 }
+                let vector = self
+                    .service
+                    .embedder()
+                    .ok_or("no model store to embed the input with")?
+                    .embed(model_id, &[text])
+                    .await?
+                    .pop()
+                    .ok_or("the embedding model answered no vector")?;
                 let mut query = json!({"knn": {field: {"vector": vector, "k": k}}});
                 let nested = s("nested_path");
                 if !nested.is_empty() {
@@ -220,9 +219,10 @@ impl MlTool {
                 ))
             }
             MlBackend::Embedded => {
-                // An embedded index has one vector per document, whatever the field's name.
-                let body = json!({"size": doc_size,
-                    "query": {"knn": {"embedding": {"vector": vector, "k": k}}}});
+                // An embedded index has one vector per document, whatever the field's name;
+                // its own embedding model (else this tool's) embeds the input.
+                let body = json!({"size": doc_size, "query": {"neural": {"embedding": {
+                    "query_text": text, "model_id": model_id, "k": k}}}});
                 let hits = self
                     .service
                     .search_dsl(index, &body)
