@@ -96,6 +96,17 @@ async fn seed_v1_flow_answers_from_an_embedded_vector_index() {
             "embedding": {"model_id": embedding_model, "field": "population_description"}})
     );
 
+    // The ingestion API's search runs query DSL as SearchIndexTool does.
+    let (status, found) = post(
+        &base,
+        "/indices/test_population_data/_search",
+        json!({"query": {"match": {"population_description": "Chicago"}}, "size": 1}),
+    )
+    .await;
+    assert_eq!(status, 200, "{found}");
+    assert_eq!(found["hits"]["hits"][0]["_id"], "chi-2023", "{found}");
+    assert_eq!(found["hits"]["hits"].as_array().unwrap().len(), 1);
+
     // An unknown embedding model is refused at creation, naming the field.
     let resp = reqwest::Client::new()
         .put(format!("{base}/indices/other"))

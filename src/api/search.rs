@@ -6,7 +6,9 @@
 //! - `POST /indices/{name}/documents` `{id, fields, metadata}`: add or replace one document
 //! - `POST /indices/{name}/documents/_bulk` `{documents: [...]}`: per-document errors reported
 //! - `DELETE /indices/{name}/documents/{id}`
-//! - `POST /indices/{name}/_search` `{query, top_k, filter}`: what the `search` tool sees
+//! - `POST /indices/{name}/_search` `{query, top_k, filter}`: what the `search` tool sees; a
+//!   query DSL body (`{"query": {...}, "size"}`) runs as `SearchIndexTool` runs it and answers
+//!   OpenSearch's `hits`
 //!
 //! Bodies are JSON; problems answer [`ApiError`]s naming the offending field.
 
@@ -250,7 +252,21 @@ async fn search(
     Path(name): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let b: SearchBody = parse(body)?;
+    let raw: Value = parse(body)?;
+    // A query DSL object: what SearchIndexTool runs on this index, answered as OpenSearch does.
+    if raw.get("query").is_some_and(Value::is_object) {
+        let hits = state.search.search_dsl(&name, &raw).await?;
+        let hits = crate::tools::search::ml_run::opensearch_hits(&hits, raw.get("_source"));
+        return Ok(Json(json!({"hits": {
+            "total": {"value": hits.len(), "relation": "eq"},
+            "hits": hits,
+        }})));
+    }
+    let b: SearchBody =
+        serde_path_to_error::deserialize(raw).map_err(|e| ApiError::BadRequest {
+            field: e.path().to_string(),
+            message: e.inner().to_string(),
+        })?;
     let top_k = b.top_k.unwrap_or(10);
     if !(1..=MAX_TOP_K).contains(&top_k) {
         return Err(ApiError::BadRequest {

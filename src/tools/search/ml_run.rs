@@ -141,7 +141,7 @@ impl MlTool {
                     .search_dsl(&index, &query)
                     .await
                     .map_err(|e| e.to_string())?;
-                let docs = embedded_docs(&hits, query.get("_source"));
+                let docs = opensearch_hits(&hits, query.get("_source"));
                 if raw {
                     return Ok(
                         json!({"hits": {"total": {"value": docs.len(), "relation": "eq"},
@@ -228,7 +228,7 @@ impl MlTool {
                     .search_dsl(index, &body)
                     .await
                     .map_err(|e| e.to_string())?;
-                Ok(hit_lines(&embedded_docs(&hits, source.as_ref())))
+                Ok(hit_lines(&opensearch_hits(&hits, source.as_ref())))
             }
         }
     }
@@ -460,7 +460,7 @@ fn hit_lines(hits: &[Value]) -> String {
 
 /// Embedded hits as OpenSearch hits: `_source` is the document's fields and metadata,
 /// narrowed as the query's `_source` asks (a name, a list, `{"includes": [...]}` or `false`).
-fn embedded_docs(hits: &[Hit], source: Option<&Value>) -> Vec<Value> {
+pub fn opensearch_hits(hits: &[Hit], source: Option<&Value>) -> Vec<Value> {
     let keep: Option<Vec<String>> = match source {
         None | Some(Value::Null) | Some(Value::Bool(true)) => None,
         Some(Value::Bool(false)) => Some(Vec::new()),
