@@ -406,7 +406,7 @@ pub fn build_provider(model: &ModelConfig, net: &Net) -> Result<Arc<dyn Provider
             }
             None
         }
-        ProviderConfig::Scripted { .. } => None,
+        ProviderConfig::Scripted { .. } | ProviderConfig::Connector(_) => None,
     };
     let client = match (url, net) {
         (Some(u), _) => net.client_for(u)?,
@@ -477,5 +477,11 @@ pub fn build_provider(model: &ModelConfig, net: &Net) -> Result<Arc<dyn Provider
         ProviderConfig::Scripted { fixture } => {
             Arc::new(ScriptedProvider::new(fixture.clone(), model_id))
         }
+        // Its URL is checked when filled in, at each call.
+        ProviderConfig::Connector(c) => Arc::new(crate::connector::llm::ConnectorProvider::new(
+            (**c).clone(),
+            model_id,
+            net.clone(),
+        )),
     })
 }

@@ -278,6 +278,25 @@ pub fn model_config(
         .transpose()
         .map_err(|e| invalid(field, format!("its connector's url: {e}")))?
         .unwrap_or_default();
+    if let Some(interface) = connector_interface(m, interface, &url)? {
+        return Ok(ModelConfig {
+            provider: ProviderConfig::Connector(Box::new(crate::connector::llm::ConnectorModel {
+                connector: m.connector.clone(),
+                credential: crate::connector::llm::Credential(m.credential.clone()),
+                interface,
+                parameters: params.clone(),
+            })),
+            model_id: cp
+                .get("model")
+                .and_then(Value::as_str)
+                .unwrap_or(&m.model_id)
+                .to_string(),
+            params: inference_params(&cp.clone().into_iter().chain(params.clone()).collect()),
+            idle_timeout_secs,
+            retry: RetryPolicy::default(),
+            http2_prior_knowledge: false,
+        });
+    }
     let kind = match str_field(&c, "model_provider").or(interface) {
         Some(i) if i.starts_with("bedrock/converse") => "bedrock",
         Some("openai/v1/chat/completions") => "openai",
@@ -405,6 +424,59 @@ pub fn model_config(
     })
 }
 
+/// Whether a registered model is called through its connector's own `request_body` (as
+/// ml-commons does), and how: a user-written connector (no `model_provider`) whose body is
+/// written for function calling (it names `_chat_history`, `_interactions`, `_tools` or
+/// `tool_configs`) is read per its `_llm_interface` (or what its URL shows); one whose URL
+/// shows no chat API and that names no interface is a text-completion model (prompt in,
+/// `response_filter` out). Other bodies carry only a prompt, which would lose the
+/// conversation and tools: the interface's own provider speaks for them.
+fn connector_interface(
+    m: &ResolvedModel,
+    interface: Option<&str>,
+    url: &str,
+) -> Result<Option<crate::connector::llm::Interface>, Invalid> {
+    use crate::connector::llm::{Interface, is_agent_template, predict_body};
+    let user_written = m.connector.get("model_provider").is_none()
+        && matches!(
+            m.connector.get("protocol").and_then(Value::as_str),
+            Some("http" | "aws_sigv4")
+        );
+    if !user_written || predict_body(&m.connector).is_none() {
+        return Ok(None);
+    }
+    let shown = if url.contains("/converse") {
+        Some(Interface::BedrockConverse)
+    } else if url.ends_with("/chat/completions") {
+        Some(Interface::OpenAiChat)
+    } else {
+        None
+    };
+    let named = interface.map(|i| {
+        Interface::parse(i).ok_or_else(|| {
+            invalid(
+                "parameters._llm_interface",
+                format!(
+                    "{i:?} is not supported; expected bedrock/converse/claude, bedrock/converse, bedrock/converse/deepseek_r1 or openai/v1/chat/completions"
+                ),
+            )
+        })
+    });
+    if is_agent_template(&m.connector) {
+        return match named.transpose()?.or(shown) {
+            Some(i) => Ok(Some(i)),
+            None => Err(invalid(
+                "parameters._llm_interface",
+                "required: the model's connector does not show which API it speaks",
+            )),
+        };
+    }
+    Ok(match (interface, shown) {
+        (None, None) => Some(Interface::Completion),
+        _ => None,
+    })
+}
+
 fn percent_decode(s: &str) -> String {
     url::form_urlencoded::parse(format!("x={s}").as_bytes())
         .next()
@@ -430,6 +502,7 @@ pub fn check_outbound(
             endpoint_url.clone().map(|u| ("endpoint_url", u))
         }
         ProviderConfig::Scripted { .. } => None,
+        ProviderConfig::Connector(c) => c.url().map(|u| ("url", u)),
     };
     if let Some((key, url)) = model_url(&cfg.model) {
         let field = match body.get("model") {
@@ -558,7 +631,17 @@ pub async fn compile(
         None => None,
     };
     let model = match model {
-        Some(m) => m,
+        Some(mut m) => {
+            // An agent's own `tool_configs` is honoured, as its `llm.parameters` are.
+            if let (ProviderConfig::Connector(c), Some(tc)) =
+                (&mut m.provider, parameters.get("tool_configs"))
+            {
+                c.parameters
+                    .entry("tool_configs")
+                    .or_insert_with(|| tc.clone());
+            }
+            m
+        }
         None if kind.is_flow() => ModelConfig {
             provider: ProviderConfig::Scripted {
                 fixture: Fixture::parse(r#"{"rules":[]}"#).map_err(|p| invalid("", p))?,

@@ -5,6 +5,7 @@
 pub mod embed;
 pub mod hashed;
 pub mod jsonpath;
+pub mod llm;
 pub mod mcp;
 pub mod process;
 pub mod template;

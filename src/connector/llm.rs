@@ -1,0 +1,687 @@
+//! A model behind a user-written connector, driven the way ml-commons drives it: the
+//! conversation becomes ml-commons' parameters for the connector's `_llm_interface`
+//! (`system_prompt`, `prompt`, `_chat_history`, `_interactions`, `_tools`, `tool_configs`),
+//! the connector's own `request_body` is rendered with them and the predict action is called;
+//! the answer is read per interface into [`ModelEvent`]s. A connector with no chat interface
+//! (a V1 text-completion connector such as Claude instant's `/invoke`) answers the prompt with
+//! the text its `response_filter` picks.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use serde_json::{Map, Value, json};
+
+use super::template::{Escape, Missing, render_except};
+use super::{CallError, Connector};
+use crate::conversation::{ContentBlock, Message, Role, ToolResultBlock, ToolSpec};
+use crate::model::media::MediaSupport;
+use crate::model::{
+    ModelError, ModelEvent, ModelRequest, ModelStream, Provider, StopReason, Usage,
+};
+
+/// How the connector's request and answer are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interface {
+    /// Bedrock Converse (`bedrock/converse`, `bedrock/converse/claude`,
+    /// `bedrock/converse/deepseek_r1`).
+    BedrockConverse,
+    /// OpenAI chat completions (`openai/v1/chat/completions`).
+    OpenAiChat,
+    /// No chat interface: the prompt in, the filtered `response` out, no tools.
+    Completion,
+}
+
+impl Interface {
+    /// The interface an `_llm_interface` value names.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "bedrock/converse" | "bedrock/converse/claude" | "bedrock/converse/deepseek_r1" => {
+                Some(Self::BedrockConverse)
+            }
+            "openai/v1/chat/completions" => Some(Self::OpenAiChat),
+            _ => None,
+        }
+    }
+
+    /// ml-commons' `tool_configs` for the interface, used when neither the connector nor the
+    /// agent sets one.
+    fn default_tool_configs(self) -> &'static str {
+        match self {
+            Self::BedrockConverse => r#", "toolConfig": {"tools": [${parameters._tools:-}]}"#,
+            Self::OpenAiChat => r#", "tools": [${parameters._tools:-}]"#,
+            Self::Completion => "",
+        }
+    }
+}
+
+/// The parameters ml-commons inserts into a request body without escaping.
+pub const NO_ESCAPE: &[&str] = &["_chat_history", "_interactions", "_tools", "tool_configs"];
+
+/// Whether a connector's predict `request_body` is written for ml-commons' function-calling
+/// agents: it names the conversation or the tools, so it can carry a whole ReAct turn.
+pub fn is_agent_template(connector: &Value) -> bool {
+    predict_body(connector).is_some_and(|b| {
+        NO_ESCAPE
+            .iter()
+            .any(|p| b.contains(&format!("${{parameters.{p}")))
+    })
+}
+
+/// The connector's predict `request_body`, when it has one.
+pub fn predict_body(connector: &Value) -> Option<&str> {
+    connector
+        .get("actions")?
+        .as_array()?
+        .iter()
+        .find(|a| {
+            a.get("action_type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.eq_ignore_ascii_case("predict"))
+        })?
+        .get("request_body")?
+        .as_str()
+}
+
+/// A connector's credential, kept out of `Debug` output.
+#[derive(Clone, Default)]
+pub struct Credential(pub Map<String, Value>);
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[REDACTED]")
+    }
+}
+
+/// The connector-backed model's settings.
+#[derive(Debug, Clone)]
+pub struct ConnectorModel {
+    /// The connector's public document.
+    pub connector: Value,
+    /// Its opened credential.
+    pub credential: Credential,
+    /// How its request and answer are read.
+    pub interface: Interface,
+    /// The agent's parameters (`llm.parameters` and the agent's own), over the connector's.
+    pub parameters: Map<String, Value>,
+}
+
+impl ConnectorModel {
+    /// The predict action's URL filled from the connector's and agent's parameters, when it
+    /// is complete without the call's own.
+    pub fn url(&self) -> Option<String> {
+        let c = Connector {
+            doc: &self.connector,
+            credential: &self.credential.0,
+        };
+        let action = c.predict_action().ok()?;
+        let params = c.parameters(&self.parameters);
+        let u = action.get("url")?.as_str()?;
+        super::template::render(u, &params, &Map::new(), Escape::Raw)
+            .ok()
+            .filter(|u| !u.contains("${"))
+    }
+}
+
+struct Inner {
+    model: ConnectorModel,
+    model_id: String,
+    net: crate::outbound::Net,
+}
+
+/// The [`Provider`] calling a connector's predict action.
+pub struct ConnectorProvider(Arc<Inner>);
+
+impl ConnectorProvider {
+    /// A provider for `model`, reaching it through `net`.
+    pub fn new(model: ConnectorModel, model_id: String, net: crate::outbound::Net) -> Self {
+        Self(Arc::new(Inner {
+            model,
+            model_id,
+            net,
+        }))
+    }
+}
+
+impl Provider for ConnectorProvider {
+    fn name(&self) -> &str {
+        "connector"
+    }
+
+    fn model_id(&self) -> &str {
+        &self.0.model_id
+    }
+
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        let inner = self.0.clone();
+        futures::stream::once(async move { inner.turn(request).await })
+            .flat_map(|r| match r {
+                Ok(events) => futures::stream::iter(events.into_iter().map(Ok)).boxed(),
+                Err(e) => futures::stream::iter([Err(e)]).boxed(),
+            })
+            .boxed()
+    }
+
+    fn media_support(&self, _media: &crate::conversation::Media) -> MediaSupport {
+        MediaSupport::Unsupported(
+            "a connector's request_body carries text only; register the model with the unified `model` block for media"
+                .into(),
+        )
+    }
+
+    fn coalesce_deltas(&self) -> bool {
+        false
+    }
+}
+
+impl Inner {
+    async fn turn(&self, request: ModelRequest) -> Result<Vec<ModelEvent>, ModelError> {
+        let interface = self.model.interface;
+        let params = parameters(interface, &request, &self.model.parameters)?;
+        let connector = Connector {
+            doc: &self.model.connector,
+            credential: &self.model.credential.0,
+        };
+        let action = connector.predict_action().map_err(model_error)?;
+        let mut all = connector.parameters(&params);
+        // `tool_configs` holds placeholders of its own (`${parameters._tools:-}`): filled first,
+        // then inserted as it is.
+        if let Some(Value::String(tc)) = all.get("tool_configs").cloned()
+            && tc.contains("${")
+        {
+            let filled = render_except(&tc, &all, &Map::new(), Escape::Json, NO_ESCAPE)
+                .map_err(template_error)?;
+            all.insert("tool_configs".into(), Value::String(filled));
+        }
+        let cred = &self.model.credential.0;
+        let (_, doc) = connector
+            .call_with(&self.net, action, &all, |t| {
+                render_except(t, &all, cred, Escape::Json, NO_ESCAPE)
+            })
+            .await
+            .map_err(model_error)?;
+        match interface {
+            Interface::BedrockConverse => Ok(read_converse(&doc)),
+            Interface::OpenAiChat => read_openai(&doc),
+            Interface::Completion => {
+                let text = completion_text(action, &all, &doc)?;
+                Ok(vec![
+                    ModelEvent::TextDelta(text),
+                    ModelEvent::Stop(StopReason::EndTurn),
+                ])
+            }
+        }
+    }
+}
+
+fn template_error(m: Missing) -> ModelError {
+    ModelError::Upstream {
+        message: format!("the connector's request_body: {m}"),
+        code: Some("TEMPLATE".into()),
+    }
+}
+
+fn model_error(e: CallError) -> ModelError {
+    match e {
+        CallError::Upstream { status, body } => ModelError::Http {
+            status,
+            message: crate::model::error_message_from_body(&body),
+        },
+        CallError::Unreachable(m) => ModelError::Connect(m),
+        CallError::NotJson | CallError::BadAnswer(_) => ModelError::Protocol(e.to_string()),
+        other => ModelError::Upstream {
+            message: other.to_string(),
+            code: Some("CONNECTOR".into()),
+        },
+    }
+}
+
+/// The text a completion connector answered: its `response_filter`'s pick, else the answer's
+/// `response` field (ml-commons' `response_field` default), else the answer as JSON text.
+fn completion_text(
+    action: &Value,
+    params: &Map<String, Value>,
+    doc: &Value,
+) -> Result<String, ModelError> {
+    let picked = match super::response_filter(action, params) {
+        Some(path) => super::jsonpath::select(doc, path)
+            .map_err(|e| ModelError::Protocol(e.to_string()))?
+            .unwrap_or(Value::Null),
+        None => {
+            let field = params
+                .get("response_field")
+                .and_then(Value::as_str)
+                .unwrap_or("response");
+            doc.get(field).cloned().unwrap_or_else(|| doc.clone())
+        }
+    };
+    Ok(super::template::text_of(&picked))
+}
+
+/// Where the question is: the last user message that is not only tool results.
+fn question_index(messages: &[Message]) -> Option<usize> {
+    messages.iter().rposition(|m| {
+        m.role == Role::User
+            && m.content
+                .iter()
+                .any(|b| !matches!(b, ContentBlock::ToolResult { .. }))
+    })
+}
+
+fn text_of_message(m: &Message) -> String {
+    m.content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// ml-commons' parameters for `request` on `interface`, over the agent's `base` parameters.
+pub fn parameters(
+    interface: Interface,
+    request: &ModelRequest,
+    base: &Map<String, Value>,
+) -> Result<Map<String, Value>, ModelError> {
+    for m in &request.messages {
+        if m.content
+            .iter()
+            .any(|b| matches!(b, ContentBlock::Media(_)))
+        {
+            return Err(ModelError::Unsupported(
+                "a connector's request_body carries text only".into(),
+            ));
+        }
+    }
+    let mut p = base.clone();
+    let system = request.system.join("\n\n");
+    if !system.is_empty() || !p.contains_key("system_prompt") {
+        p.insert("system_prompt".into(), Value::String(system));
+    }
+    let q = question_index(&request.messages);
+    let prompt = q
+        .map(|i| text_of_message(&request.messages[i]))
+        .unwrap_or_default();
+    p.insert("prompt".into(), Value::String(prompt));
+    if interface == Interface::Completion {
+        return Ok(p);
+    }
+    let (history, interactions) = match q {
+        Some(i) => (&request.messages[..i], &request.messages[i + 1..]),
+        None => (&request.messages[..], &[][..]),
+    };
+    let wire = |m: &Message| -> Vec<Value> {
+        match interface {
+            Interface::BedrockConverse => vec![converse_message(m)],
+            _ => openai_messages(m),
+        }
+    };
+    let mut chat_history = String::new();
+    for m in history {
+        for w in wire(m) {
+            chat_history.push_str(&w.to_string());
+            chat_history.push(',');
+        }
+    }
+    let mut inter = String::new();
+    for m in interactions {
+        for w in wire(m) {
+            inter.push(',');
+            inter.push_str(&w.to_string());
+        }
+    }
+    let tools: Vec<String> = request
+        .tools
+        .iter()
+        .map(|t| tool_json(interface, t).to_string())
+        .collect();
+    p.insert("_chat_history".into(), Value::String(chat_history));
+    p.insert("_interactions".into(), Value::String(inter));
+    p.insert("_tools".into(), Value::String(tools.join(",")));
+    if !p.contains_key("tool_configs") && !tools.is_empty() {
+        p.insert(
+            "tool_configs".into(),
+            Value::String(interface.default_tool_configs().into()),
+        );
+    }
+    Ok(p)
+}
+
+fn tool_json(interface: Interface, t: &ToolSpec) -> Value {
+    match interface {
+        Interface::BedrockConverse => json!({"toolSpec": {
+            "name": t.name, "description": t.description, "inputSchema": {"json": t.input_schema}
+        }}),
+        _ => json!({"type": "function", "function": {
+            "name": t.name, "description": t.description, "parameters": t.input_schema
+        }}),
+    }
+}
+
+fn result_text(content: &[ToolResultBlock]) -> String {
+    ToolResultBlock::joined_text(content)
+}
+
+fn converse_message(m: &Message) -> Value {
+    let role = match m.role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+    };
+    let content: Vec<Value> = m
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } if !text.is_empty() => Some(json!({"text": text})),
+            ContentBlock::ToolUse {
+                id, name, input, ..
+            } => Some(json!({"toolUse": {"toolUseId": id, "name": name, "input": input}})),
+            ContentBlock::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+            } => {
+                let mut r =
+                    json!({"toolUseId": tool_use_id, "content": [{"text": result_text(content)}]});
+                if *is_error {
+                    r["status"] = json!("error");
+                }
+                Some(json!({ "toolResult": r }))
+            }
+            _ => None,
+        })
+        .collect();
+    json!({"role": role, "content": content})
+}
+
+fn openai_messages(m: &Message) -> Vec<Value> {
+    match m.role {
+        Role::Assistant => {
+            let text = text_of_message(m);
+            let calls: Vec<Value> = m
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::ToolUse {
+                        id, name, input, ..
+                    } => Some(json!({"id": id, "type": "function",
+                        "function": {"name": name, "arguments": input.to_string()}})),
+                    _ => None,
+                })
+                .collect();
+            let mut msg = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { Value::String(text) }});
+            if !calls.is_empty() {
+                msg["tool_calls"] = Value::Array(calls);
+            }
+            vec![msg]
+        }
+        Role::User => {
+            let mut out: Vec<Value> = m
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::ToolResult {
+                        tool_use_id,
+                        content,
+                        ..
+                    } => Some(json!({"role": "tool", "tool_call_id": tool_use_id,
+                        "content": result_text(content)})),
+                    _ => None,
+                })
+                .collect();
+            let text = text_of_message(m);
+            if !text.is_empty() {
+                out.push(json!({"role": "user", "content": text}));
+            }
+            out
+        }
+    }
+}
+
+fn stop_reason(s: &str) -> StopReason {
+    match s {
+        "end_turn" | "stop" => StopReason::EndTurn,
+        "tool_use" | "tool_calls" => StopReason::ToolUse,
+        "max_tokens" | "length" => StopReason::MaxTokens,
+        "stop_sequence" => StopReason::StopSequence,
+        "content_filtered" | "content_filter" | "guardrail_intervened" => {
+            StopReason::ContentFiltered
+        }
+        other => StopReason::Other(other.to_string()),
+    }
+}
+
+fn call_events(out: &mut Vec<ModelEvent>, id: String, name: String, args: String) {
+    out.push(ModelEvent::ToolCallStart {
+        id: id.clone(),
+        name,
+    });
+    out.push(ModelEvent::ToolCallDelta {
+        id: id.clone(),
+        delta: args,
+    });
+    out.push(ModelEvent::ToolCallEnd { id });
+}
+
+/// A Converse answer (`output.message.content`, `stopReason`, `usage`) as events.
+pub fn read_converse(doc: &Value) -> Vec<ModelEvent> {
+    let mut out = Vec::new();
+    let blocks = doc
+        .pointer("/output/message/content")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut calls = 0;
+    for b in blocks {
+        if let Some(t) = b.get("text").and_then(Value::as_str) {
+            out.push(ModelEvent::TextDelta(t.to_string()));
+        } else if let Some(r) = b.pointer("/reasoningContent/reasoningText") {
+            if let Some(t) = r.get("text").and_then(Value::as_str) {
+                out.push(ModelEvent::ReasoningDelta(t.to_string()));
+            }
+            if let Some(s) = r.get("signature").and_then(Value::as_str) {
+                out.push(ModelEvent::ReasoningSignature(s.to_string()));
+            }
+            out.push(ModelEvent::ReasoningEnd);
+        } else if let Some(u) = b.get("toolUse") {
+            calls += 1;
+            let id = u
+                .get("toolUseId")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("tooluse_{calls}"));
+            let name = u
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let args = u.get("input").cloned().unwrap_or(json!({})).to_string();
+            call_events(&mut out, id, name, args);
+        }
+    }
+    if let Some(u) = doc.get("usage") {
+        out.push(ModelEvent::Usage(Usage {
+            input_tokens: u.get("inputTokens").and_then(Value::as_u64).unwrap_or(0),
+            output_tokens: u.get("outputTokens").and_then(Value::as_u64).unwrap_or(0),
+            ..Usage::default()
+        }));
+    }
+    let reason = match doc.get("stopReason").and_then(Value::as_str) {
+        Some(s) => stop_reason(s),
+        None if calls > 0 => StopReason::ToolUse,
+        None => StopReason::EndTurn,
+    };
+    out.push(ModelEvent::Stop(reason));
+    out
+}
+
+/// A non-streaming chat completion (`choices[0].message`, `finish_reason`, `usage`) as events.
+pub fn read_openai(doc: &Value) -> Result<Vec<ModelEvent>, ModelError> {
+    let choice = doc
+        .pointer("/choices/0")
+        .ok_or_else(|| ModelError::Protocol("the chat completion has no choices".into()))?;
+    let msg = choice.get("message").cloned().unwrap_or(Value::Null);
+    let mut out = Vec::new();
+    if let Some(r) = msg
+        .get("reasoning_content")
+        .and_then(Value::as_str)
+        .filter(|r| !r.is_empty())
+    {
+        out.push(ModelEvent::ReasoningDelta(r.to_string()));
+        out.push(ModelEvent::ReasoningEnd);
+    }
+    if let Some(t) = msg
+        .get("content")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+    {
+        out.push(ModelEvent::TextDelta(t.to_string()));
+    }
+    let mut calls = 0;
+    for c in msg
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        calls += 1;
+        let id = c
+            .get("id")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("call_{calls}"));
+        let name = c
+            .pointer("/function/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let args = match c.pointer("/function/arguments") {
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => "{}".into(),
+        };
+        call_events(&mut out, id, name, args);
+    }
+    if let Some(u) = doc.get("usage") {
+        out.push(ModelEvent::Usage(Usage {
+            input_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
+            output_tokens: u
+                .get("completion_tokens")
+                .and_then(Value::as_u64)
+                .unwrap_or(0),
+            ..Usage::default()
+        }));
+    }
+    let reason = match choice.get("finish_reason").and_then(Value::as_str) {
+        Some(s) => stop_reason(s),
+        None if calls > 0 => StopReason::ToolUse,
+        None => StopReason::EndTurn,
+    };
+    out.push(ModelEvent::Stop(reason));
+    Ok(out)
+}
+
+/// Renders `template` with the interface's raw parameters unescaped (for tests and `_predict`).
+pub fn render_request_body(template: &str, params: &Map<String, Value>) -> Result<String, Missing> {
+    render_except(template, params, &Map::new(), Escape::Json, NO_ESCAPE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEED_BODY: &str = "{ \"system\": [{\"text\": \"${parameters.system_prompt}\"}], \"messages\": [${parameters._chat_history:-}{\"role\":\"user\",\"content\":[{\"text\":\"${parameters.prompt}\"}]}${parameters._interactions:-}]${parameters.tool_configs:-} }";
+
+    fn turn() -> ModelRequest {
+        ModelRequest {
+            system: vec!["Be \"brief\".".into()],
+            messages: vec![
+                Message::user_text("earlier?"),
+                Message {
+                    role: Role::Assistant,
+                    content: vec![ContentBlock::Text {
+                        text: "earlier answer".into(),
+                    }],
+                },
+                Message::user_text("line1\nline \"2\""),
+                Message {
+                    role: Role::Assistant,
+                    content: vec![ContentBlock::ToolUse {
+                        id: "t1".into(),
+                        name: "lookup".into(),
+                        input: json!({"q": "x"}),
+                        signature: None,
+                    }],
+                },
+                Message {
+                    role: Role::User,
+                    content: vec![ContentBlock::ToolResult {
+                        tool_use_id: "t1".into(),
+                        content: vec![ToolResultBlock::Text { text: "42".into() }],
+                        is_error: false,
+                    }],
+                },
+            ],
+            tools: vec![ToolSpec {
+                name: "lookup".into(),
+                description: "Looks up".into(),
+                input_schema: json!({"type": "object", "properties": {"q": {"type": "string"}}}),
+            }],
+            params: Default::default(),
+        }
+    }
+
+    #[test]
+    fn the_seed_converse_body_renders_to_valid_json_with_history_tools_and_interactions() {
+        let mut p = parameters(Interface::BedrockConverse, &turn(), &Map::new()).unwrap();
+        let tc =
+            render_request_body(Interface::BedrockConverse.default_tool_configs(), &p).unwrap();
+        p.insert("tool_configs".into(), Value::String(tc));
+        let body: Value =
+            serde_json::from_str(&render_request_body(SEED_BODY, &p).unwrap()).unwrap();
+        assert_eq!(body["system"][0]["text"], "Be \"brief\".");
+        let msgs = body["messages"].as_array().unwrap();
+        assert_eq!(msgs.len(), 5);
+        assert_eq!(msgs[0]["content"][0]["text"], "earlier?");
+        assert_eq!(msgs[2]["content"][0]["text"], "line1\nline \"2\"");
+        assert_eq!(msgs[3]["content"][0]["toolUse"]["toolUseId"], "t1");
+        assert_eq!(
+            msgs[4]["content"][0]["toolResult"]["content"][0]["text"],
+            "42"
+        );
+        assert_eq!(body["toolConfig"]["tools"][0]["toolSpec"]["name"], "lookup");
+    }
+
+    #[test]
+    fn answers_are_read_per_interface() {
+        let ev = read_converse(&json!({
+            "output": {"message": {"role": "assistant", "content": [
+                {"text": "Let me look."},
+                {"toolUse": {"toolUseId": "tu1", "name": "lookup", "input": {"q": "x"}}}
+            ]}},
+            "stopReason": "tool_use",
+            "usage": {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15}
+        }));
+        assert_eq!(ev[0], ModelEvent::TextDelta("Let me look.".into()));
+        assert!(ev.contains(&ModelEvent::ToolCallDelta {
+            id: "tu1".into(),
+            delta: "{\"q\":\"x\"}".into()
+        }));
+        assert_eq!(ev.last(), Some(&ModelEvent::Stop(StopReason::ToolUse)));
+        let ev = read_openai(&json!({
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": null,
+                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{\"q\":\"y\"}"}}]},
+                "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 4}
+        }))
+        .unwrap();
+        assert_eq!(
+            ev[0],
+            ModelEvent::ToolCallStart {
+                id: "c1".into(),
+                name: "lookup".into()
+            }
+        );
+        assert!(read_openai(&json!({"error": "x"})).is_err());
+    }
+}

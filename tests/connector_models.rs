@@ -1,0 +1,440 @@
+/// Models behind user-written connectors run as ml-commons runs them: a V1 text-completion
+/// connector (Claude instant `/invoke`, `response_filter`) answers an `MLModelTool` flow step
+/// with its rendered prompt escaped into the signed request body, and a function-calling
+/// connector's own `request_body` carries system prompt, history, tools (`tool_configs`) and
+/// the tool-use / tool-result pair per its `_llm_interface` (Bedrock Converse, OpenAI chat).
+mod common;
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::routing::post;
+use axum::{Json, Router};
+use common::Gateway;
+use serde_json::{Value, json};
+
+const MINIMAL: &str = "[[agents]]\nid = \"cfg\"\n[agents.model]\nprovider = \"scripted\"\n";
+
+#[derive(Clone, Default)]
+struct Up {
+    seen: Arc<Mutex<Vec<(String, HeaderMap, Value)>>>,
+    replies: Arc<Mutex<VecDeque<Value>>>,
+}
+
+impl Up {
+    fn record(&self, path: String, headers: HeaderMap, body: Value) -> Value {
+        self.seen.lock().unwrap().push((path, headers, body));
+        self.replies
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or_else(|| json!({"error": "no reply left"}))
+    }
+    fn requests(&self, prefix: &str) -> Vec<(HeaderMap, Value)> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(p, _, _)| p.starts_with(prefix))
+            .map(|(_, h, b)| (h.clone(), b.clone()))
+            .collect()
+    }
+}
+
+/// Bedrock runtime (`/invoke`, `/converse`), OpenAI chat completions and a weather tool.
+async fn stand_in(replies: Vec<Value>) -> (String, Up) {
+    async fn model(
+        State(up): State<Up>,
+        Path((model, op)): Path<(String, String)>,
+        headers: HeaderMap,
+        Json(body): Json<Value>,
+    ) -> Json<Value> {
+        Json(up.record(format!("/model/{model}/{op}"), headers, body))
+    }
+    async fn chat(
+        State(up): State<Up>,
+        headers: HeaderMap,
+        Json(body): Json<Value>,
+    ) -> Json<Value> {
+        Json(up.record("/v1/chat/completions".into(), headers, body))
+    }
+    async fn weather(
+        State(up): State<Up>,
+        headers: HeaderMap,
+        Json(body): Json<Value>,
+    ) -> Json<Value> {
+        up.seen
+            .lock()
+            .unwrap()
+            .push(("/weather".into(), headers, body));
+        Json(json!({"temperature_c": 21, "sky": "sunny"}))
+    }
+    let up = Up {
+        replies: Arc::new(Mutex::new(replies.into())),
+        ..Up::default()
+    };
+    let app = Router::new()
+        .route("/model/{model}/{op}", post(model))
+        .route("/v1/chat/completions", post(chat))
+        .route("/weather", post(weather))
+        .with_state(up.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}"), up)
+}
+
+async fn post_json(gw: &Gateway, path: &str, body: Value) -> (u16, Value) {
+    let resp = reqwest::Client::new()
+        .post(gw.url(path))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap())
+}
+
+fn output<'a>(resp: &'a Value, name: &str) -> &'a Value {
+    resp["inference_results"][0]["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == name)
+        .unwrap_or_else(|| panic!("no output {name:?} in {resp}"))
+}
+
+fn assert_signed(h: &HeaderMap, region: &str) {
+    let auth = h["authorization"].to_str().unwrap();
+    assert!(
+        auth.starts_with("AWS4-HMAC-SHA256 Credential=")
+            && auth.contains(&format!("/{region}/bedrock/aws4_request")),
+        "{auth}"
+    );
+    assert!(h.contains_key("x-amz-date"));
+}
+
+#[tokio::test]
+async fn a_v1_completion_connector_answers_an_ml_model_tool_flow_step() {
+    let (base, up) = stand_in(vec![
+        json!({"completion": " Bonjour \"ami\"", "stop_reason": "stop_sequence"}),
+    ])
+    .await;
+    let gw = Gateway::start(MINIMAL).await;
+    // Seed 000, step 1, as written; the host pointed at the stand-in.
+    let (s, c) = post_json(
+        &gw,
+        "/_plugins/_ml/connectors/_create",
+        json!({
+            "name": "BedRock Claude instant-v1 Connector ",
+            "description": "The connector to BedRock service for claude model",
+            "version": 1,
+            "protocol": "aws_sigv4",
+            "parameters": {
+                "region": "us-east-1", "service_name": "bedrock",
+                "anthropic_version": "bedrock-2023-05-31", "max_tokens_to_sample": 8000,
+                "temperature": 0.0001, "response_filter": "$.completion"
+            },
+            "credential": {"access_key": "AKIDV1", "secret_key": "v1-secret", "session_token": "v1-token"},
+            "actions": [{
+                "action_type": "predict", "method": "POST",
+                "url": format!("{base}/model/anthropic.claude-instant-v1/invoke"),
+                "headers": {"content-type": "application/json", "x-amz-content-sha256": "required"},
+                "request_body": "{\"prompt\":\"${parameters.prompt}\", \"max_tokens_to_sample\":${parameters.max_tokens_to_sample}, \"temperature\":${parameters.temperature},  \"anthropic_version\":\"${parameters.anthropic_version}\" }"
+            }]
+        }),
+    )
+    .await;
+    assert_eq!(s, 200, "{c}");
+    let (s, m) = post_json(
+        &gw,
+        "/_plugins/_ml/models/_register",
+        json!({"name": "Bedrock Claude Instant model", "function_name": "remote",
+               "description": "Bedrock Claude instant-v1 model", "connector_id": c["connector_id"]}),
+    )
+    .await;
+    assert_eq!(s, 200, "{m}");
+    let model_id = m["model_id"].as_str().unwrap();
+    let (s, reg) = post_json(
+        &gw,
+        "/_plugins/_ml/agents/_register",
+        json!({
+            "name": "translate", "type": "flow",
+            "tools": [{"type": "MLModelTool", "name": "bedrock_claude_model",
+                       "parameters": {"model_id": model_id,
+                                      "prompt": "\n\nHuman: ${parameters.question}\n\nAssistant:"}}]
+        }),
+    )
+    .await;
+    assert_eq!(s, 200, "{reg}");
+    let id = reg["agent_id"].as_str().unwrap();
+    let (s, out) = post_json(
+        &gw,
+        &format!("/_plugins/_ml/agents/{id}/_execute"),
+        json!({"parameters": {"question": "Translate \"hello friend\" into French"}}),
+    )
+    .await;
+    assert_eq!(s, 200, "{out}");
+    assert_eq!(
+        output(&out, "bedrock_claude_model")["result"],
+        " Bonjour \"ami\""
+    );
+    let reqs = up.requests("/model/anthropic.claude-instant-v1/invoke");
+    assert_eq!(reqs.len(), 1);
+    let (h, body) = &reqs[0];
+    assert_eq!(
+        body,
+        &json!({
+            "prompt": "\n\nHuman: Translate \"hello friend\" into French\n\nAssistant:",
+            "max_tokens_to_sample": 8000, "temperature": 0.0001,
+            "anthropic_version": "bedrock-2023-05-31"
+        })
+    );
+    assert_signed(h, "us-east-1");
+    assert_eq!(h["x-amz-security-token"], "v1-token");
+}
+
+/// Seed 000's V2 Bedrock Claude 3.7 model: an inline connector with the seed's request body.
+fn seed_v2_model(base: &str) -> Value {
+    json!({
+        "name": "Bedrock Claude 3.7 model", "function_name": "remote", "description": "test model",
+        "connector": {
+            "name": "Bedrock Claude3.7 connector", "description": "test connector", "version": 1,
+            "protocol": "aws_sigv4",
+            "parameters": {"region": "us-west-2", "service_name": "bedrock",
+                           "model": "us.anthropic.claude-3-7-sonnet-20250219-v1:0"},
+            "credential": {"access_key": "AKIDV2", "secret_key": "v2-secret"},
+            "actions": [{
+                "action_type": "predict", "method": "POST",
+                "url": format!("{base}/model/${{parameters.model}}/converse"),
+                "headers": {"content-type": "application/json"},
+                "request_body": "{ \"system\": [{\"text\": \"${parameters.system_prompt}\"}], \"messages\": [${parameters._chat_history:-}{\"role\":\"user\",\"content\":[{\"text\":\"${parameters.prompt}\"}]}${parameters._interactions:-}]${parameters.tool_configs:-} }"
+            }]
+        }
+    })
+}
+
+fn weather_tool(base: &str) -> Value {
+    json!({
+        "type": "http", "name": "weather", "description": "Weather for a city",
+        "url": format!("{base}/weather"),
+        "attributes": {"input_schema": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "The city"}},
+            "required": ["city"]
+        }, "strict": false}
+    })
+}
+
+#[tokio::test]
+async fn bedrock_converse_claude_drives_a_conversational_agent_through_the_seed_request_body() {
+    let converse = |content: Value, stop: &str| {
+        json!({
+            "output": {"message": {"role": "assistant", "content": content}},
+            "stopReason": stop,
+            "usage": {"inputTokens": 20, "outputTokens": 7, "totalTokens": 27},
+            "metrics": {"latencyMs": 10}
+        })
+    };
+    let (base, up) = stand_in(vec![
+        converse(
+            json!([{"text": "Checking."}, {"toolUse": {"toolUseId": "tooluse_1", "name": "weather", "input": {"city": "Paris"}}}]),
+            "tool_use",
+        ),
+        converse(json!([{"text": "It is sunny in Paris."}]), "end_turn"),
+        converse(json!([{"text": "Still sunny."}]), "end_turn"),
+    ])
+    .await;
+    let gw = Gateway::start(MINIMAL).await;
+    let (s, m) = post_json(&gw, "/_plugins/_ml/models/_register", seed_v2_model(&base)).await;
+    assert_eq!(s, 200, "{m}");
+    let (s, reg) = post_json(
+        &gw,
+        "/_plugins/_ml/agents/_register",
+        json!({
+            "name": "RAG Agent", "type": "conversational", "description": "this is a test agent",
+            "app_type": "rag",
+            "llm": {"model_id": m["model_id"], "parameters": {
+                "max_iteration": 10,
+                "system_prompt": "You are a helpful assistant.\nAnswer \"briefly\".",
+                "prompt": "${parameters.question}"
+            }},
+            "memory": {"type": "conversation_index"},
+            "parameters": {"_llm_interface": "bedrock/converse/claude"},
+            "tools": [weather_tool(&base)]
+        }),
+    )
+    .await;
+    assert_eq!(s, 200, "{reg}");
+    let id = reg["agent_id"].as_str().unwrap();
+    let (s, out) = post_json(
+        &gw,
+        &format!("/_plugins/_ml/agents/{id}/_execute"),
+        json!({"parameters": {"question": "Weather in \"Paris\"?"}}),
+    )
+    .await;
+    assert_eq!(s, 200, "{out}");
+    assert_eq!(output(&out, "response")["result"], "It is sunny in Paris.");
+    let reqs = up.requests("/model/us.anthropic.claude-3-7-sonnet-20250219-v1:0/converse");
+    assert_eq!(reqs.len(), 2);
+    let (h, first) = &reqs[0];
+    assert_signed(h, "us-west-2");
+    assert_eq!(
+        first["system"],
+        json!([{"text": "You are a helpful assistant.\nAnswer \"briefly\"."}])
+    );
+    assert_eq!(
+        first["messages"],
+        json!([{"role": "user", "content": [{"text": "Weather in \"Paris\"?"}]}])
+    );
+    assert_eq!(
+        first["toolConfig"]["tools"][0]["toolSpec"],
+        json!({"name": "weather", "description": "Weather for a city", "inputSchema": {"json": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "The city"}},
+            "required": ["city"]
+        }}})
+    );
+    let second = &reqs[1].1;
+    let msgs = second["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 3, "{second}");
+    assert_eq!(msgs[0]["content"][0]["text"], "Weather in \"Paris\"?");
+    assert_eq!(msgs[1]["role"], "assistant");
+    let tool_use = msgs[1]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b.get("toolUse").is_some())
+        .unwrap();
+    assert_eq!(
+        tool_use["toolUse"],
+        json!({"toolUseId": "tooluse_1", "name": "weather", "input": {"city": "Paris"}})
+    );
+    assert_eq!(msgs[2]["role"], "user");
+    assert_eq!(
+        msgs[2]["content"][0]["toolResult"]["toolUseId"],
+        "tooluse_1"
+    );
+    assert!(
+        msgs[2]["content"][0]["toolResult"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("sunny")
+    );
+    assert_eq!(up.requests("/weather")[0].1, json!({"city": "Paris"}));
+
+    // The next question in the same memory: the earlier exchange is `_chat_history`.
+    let memory_id = output(&out, "memory_id")["result"].as_str().unwrap();
+    let (s, out) = post_json(
+        &gw,
+        &format!("/_plugins/_ml/agents/{id}/_execute"),
+        json!({"parameters": {"question": "And tomorrow?", "memory_id": memory_id}}),
+    )
+    .await;
+    assert_eq!(s, 200, "{out}");
+    let third = &up.requests("/model/")[2].1;
+    let msgs = third["messages"].as_array().unwrap();
+    assert_eq!(
+        msgs.first().unwrap()["content"][0]["text"],
+        "Weather in \"Paris\"?"
+    );
+    assert_eq!(msgs.last().unwrap()["content"][0]["text"], "And tomorrow?");
+    assert!(
+        third.to_string().contains("It is sunny in Paris."),
+        "{third}"
+    );
+}
+
+#[tokio::test]
+async fn openai_chat_completions_drives_a_conversational_agent_through_the_connector_body() {
+    let (base, up) = stand_in(vec![
+        json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o",
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                "role": "assistant", "content": null,
+                "tool_calls": [{"id": "call_1", "type": "function",
+                                "function": {"name": "weather", "arguments": "{\"city\":\"Oslo\"}"}}]
+            }}],
+            "usage": {"prompt_tokens": 30, "completion_tokens": 9, "total_tokens": 39}
+        }),
+        json!({
+            "id": "chatcmpl-2", "object": "chat.completion", "created": 2, "model": "gpt-4o",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": "Sunny in Oslo."}}],
+            "usage": {"prompt_tokens": 40, "completion_tokens": 4, "total_tokens": 44}
+        }),
+    ])
+    .await;
+    let gw = Gateway::start(MINIMAL).await;
+    let (s, m) = post_json(
+        &gw,
+        "/_plugins/_ml/models/_register",
+        json!({
+            "name": "OpenAI chat model", "function_name": "remote",
+            "connector": {
+                "name": "OpenAI Chat Connector", "version": 1, "protocol": "http",
+                "parameters": {"endpoint": "api.openai.com", "model": "gpt-4o"},
+                "credential": {"openAI_key": "sk-chat-secret"},
+                "actions": [{
+                    "action_type": "predict", "method": "POST",
+                    "url": format!("{base}/v1/chat/completions"),
+                    "headers": {"Authorization": "Bearer ${credential.openAI_key}"},
+                    "request_body": "{ \"model\": \"${parameters.model}\", \"messages\": [{\"role\":\"system\",\"content\":\"${parameters.system_prompt}\"},${parameters._chat_history:-}{\"role\":\"user\",\"content\":\"${parameters.prompt}\"}${parameters._interactions:-}]${parameters.tool_configs:-} }"
+                }]
+            }
+        }),
+    )
+    .await;
+    assert_eq!(s, 200, "{m}");
+    let (s, reg) = post_json(
+        &gw,
+        "/_plugins/_ml/agents/_register",
+        json!({
+            "name": "chat", "type": "conversational",
+            "llm": {"model_id": m["model_id"], "parameters": {
+                "system_prompt": "Be brief.", "prompt": "${parameters.question}"
+            }},
+            "parameters": {"_llm_interface": "openai/v1/chat/completions"},
+            "tools": [weather_tool(&base)]
+        }),
+    )
+    .await;
+    assert_eq!(s, 200, "{reg}");
+    let id = reg["agent_id"].as_str().unwrap();
+    let (s, out) = post_json(
+        &gw,
+        &format!("/_plugins/_ml/agents/{id}/_execute"),
+        json!({"parameters": {"question": "Oslo weather?"}}),
+    )
+    .await;
+    assert_eq!(s, 200, "{out}");
+    assert_eq!(output(&out, "response")["result"], "Sunny in Oslo.");
+    let reqs = up.requests("/v1/chat/completions");
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0].0["authorization"], "Bearer sk-chat-secret");
+    let first = &reqs[0].1;
+    assert_eq!(
+        first["messages"],
+        json!([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Oslo weather?"}])
+    );
+    assert_eq!(first["model"], "gpt-4o");
+    assert_eq!(first["tools"][0]["type"], "function");
+    assert_eq!(first["tools"][0]["function"]["name"], "weather");
+    assert_eq!(
+        first["tools"][0]["function"]["parameters"]["required"],
+        json!(["city"])
+    );
+    let msgs = reqs[1].1["messages"].as_array().unwrap().clone();
+    assert_eq!(msgs.len(), 4, "{msgs:?}");
+    assert_eq!(msgs[2]["role"], "assistant");
+    assert_eq!(msgs[2]["tool_calls"][0]["id"], "call_1");
+    assert_eq!(
+        msgs[2]["tool_calls"][0]["function"]["arguments"],
+        "{\"city\":\"Oslo\"}"
+    );
+    assert_eq!(msgs[3]["role"], "tool");
+    assert_eq!(msgs[3]["tool_call_id"], "call_1");
+    assert!(msgs[3]["content"].as_str().unwrap().contains("sunny"));
+}
