@@ -438,3 +438,29 @@ async fn openai_chat_completions_drives_a_conversational_agent_through_the_conne
     assert_eq!(msgs[3]["tool_call_id"], "call_1");
     assert!(msgs[3]["content"].as_str().unwrap().contains("sunny"));
 }
+
+#[tokio::test]
+async fn predict_on_the_seed_v2_model_fills_its_request_body_with_defaults() {
+    let (base, up) = stand_in(vec![json!({
+        "output": {"message": {"role": "assistant", "content": [{"text": "Hello!"}]}},
+        "stopReason": "end_turn", "usage": {"inputTokens": 3, "outputTokens": 2, "totalTokens": 5}
+    })])
+    .await;
+    let gw = Gateway::start(MINIMAL).await;
+    let (_, m) = post_json(&gw, "/_plugins/_ml/models/_register", seed_v2_model(&base)).await;
+    let id = m["model_id"].as_str().unwrap();
+    let (s, out) = post_json(
+        &gw,
+        &format!("/_plugins/_ml/models/{id}/_predict"),
+        json!({"parameters": {"system_prompt": "You are a helpful assistant.", "prompt": "hello"}}),
+    )
+    .await;
+    assert_eq!(s, 200, "{out}");
+    let data = &out["inference_results"][0]["output"][0]["dataAsMap"];
+    assert_eq!(data["output"]["message"]["content"][0]["text"], "Hello!");
+    assert_eq!(
+        up.requests("/model/")[0].1,
+        json!({"system": [{"text": "You are a helpful assistant."}],
+               "messages": [{"role": "user", "content": [{"text": "hello"}]}]})
+    );
+}

@@ -213,6 +213,9 @@ pub fn connector_for_model_block(
                     )
                 })?;
             }
+            // The same connector embeds offline (`_predict` with `text_docs`).
+            crate::connector::hashed::dimension(&params)
+                .map_err(|p| invalid("model.model_parameters.dimension", p))?;
             ("scripted", String::new(), json!({}), "", "")
         }
         other => {

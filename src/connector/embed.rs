@@ -121,3 +121,38 @@ impl Connector<'_> {
         }))
     }
 }
+
+/// Why [`embed_with_model`] could not embed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EmbedError {
+    /// No model has that id.
+    #[error("no model {0:?} is registered")]
+    NoModel(String),
+    /// The model store could not be read.
+    #[error("the model store failed: {0}")]
+    Store(String),
+    /// The model's connector call failed.
+    #[error(transparent)]
+    Call(#[from] CallError),
+}
+
+/// One vector per text from the registered model `model_id` (a remote embedding model, or
+/// the offline `scripted` one): what `VectorDBTool`, `neural` queries and ingestion use.
+pub async fn embed_with_model(
+    models: &dyn crate::agent::spec::ModelLookup,
+    net: &crate::outbound::Net,
+    model_id: &str,
+    texts: &[String],
+) -> Result<Vec<Vec<f32>>, EmbedError> {
+    let m = models
+        .model(model_id)
+        .await
+        .map_err(EmbedError::Store)?
+        .ok_or_else(|| EmbedError::NoModel(model_id.to_string()))?;
+    let connector = Connector {
+        doc: &m.connector,
+        credential: &m.credential,
+    };
+    Ok(connector.embed(net, texts).await?)
+}
