@@ -9,22 +9,31 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
+
+mod wire;
+
+use wire::{
+    converse_message, converse_text, deepseek_message, openai_messages, text_of_message, tool_json,
+};
+pub use wire::{read_converse, read_deepseek, read_openai};
 
 use super::template::{Escape, Missing, render_except};
 use super::{CallError, Connector};
-use crate::conversation::{ContentBlock, Message, Role, ToolResultBlock, ToolSpec};
+use crate::conversation::{ContentBlock, Message, Role};
 use crate::model::media::MediaSupport;
-use crate::model::{
-    ModelError, ModelEvent, ModelRequest, ModelStream, Provider, StopReason, Usage,
-};
+use crate::model::{ModelError, ModelEvent, ModelRequest, ModelStream, Provider, StopReason};
 
 /// How the connector's request and answer are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Interface {
-    /// Bedrock Converse (`bedrock/converse`, `bedrock/converse/claude`,
-    /// `bedrock/converse/deepseek_r1`).
+    /// Bedrock Converse with native tool use (`bedrock/converse`, `bedrock/converse/claude`).
     BedrockConverse,
+    /// Bedrock Converse for DeepSeek R1 (`bedrock/converse/deepseek_r1`), which has no native
+    /// tool use: the tools go where the body's prompt names `${parameters._tools}`, and the
+    /// model answers JSON `{"stop_reason": "tool_use", "tool_calls": [{"id", "tool_name",
+    /// "input"}]}` or its final answer, as ml-commons reads it.
+    BedrockConverseDeepseekR1,
     /// OpenAI chat completions (`openai/v1/chat/completions`).
     OpenAiChat,
     /// No chat interface: the prompt in, the filtered `response` out, no tools.
@@ -34,10 +43,9 @@ pub enum Interface {
 impl Interface {
     /// The interface an `_llm_interface` value names.
     pub fn parse(name: &str) -> Option<Self> {
-        match name {
-            "bedrock/converse" | "bedrock/converse/claude" | "bedrock/converse/deepseek_r1" => {
-                Some(Self::BedrockConverse)
-            }
+        match name.trim().to_ascii_lowercase().as_str() {
+            "bedrock/converse" | "bedrock/converse/claude" => Some(Self::BedrockConverse),
+            "bedrock/converse/deepseek_r1" => Some(Self::BedrockConverseDeepseekR1),
             "openai/v1/chat/completions" => Some(Self::OpenAiChat),
             _ => None,
         }
@@ -48,8 +56,10 @@ impl Interface {
     fn default_tool_configs(self) -> &'static str {
         match self {
             Self::BedrockConverse => r#", "toolConfig": {"tools": [${parameters._tools:-}]}"#,
-            Self::OpenAiChat => r#", "tools": [${parameters._tools:-}]"#,
-            Self::Completion => "",
+            Self::OpenAiChat => {
+                r#", "tools": [${parameters._tools:-}], "parallel_tool_calls": false"#
+            }
+            Self::Completion | Self::BedrockConverseDeepseekR1 => "",
         }
     }
 }
@@ -199,17 +209,41 @@ impl Inner {
             })
             .await
             .map_err(model_error)?;
-        match interface {
-            Interface::BedrockConverse => Ok(read_converse(&doc)),
-            Interface::OpenAiChat => read_openai(&doc),
+        let mut events = match interface {
+            Interface::BedrockConverse => read_converse(&doc),
+            Interface::BedrockConverseDeepseekR1 => {
+                let text = match all.get("llm_response_filter").and_then(Value::as_str) {
+                    Some(path) => super::jsonpath::select(&doc, path)
+                        .map_err(|e| ModelError::Protocol(e.to_string()))?
+                        .map(|v| super::template::text_of(&v))
+                        .unwrap_or_default(),
+                    None => converse_text(&doc),
+                };
+                return Ok(read_deepseek(&text, doc.get("usage")));
+            }
+            Interface::OpenAiChat => read_openai(&doc)?,
             Interface::Completion => {
                 let text = completion_text(action, &all, &doc)?;
-                Ok(vec![
+                return Ok(vec![
                     ModelEvent::TextDelta(text),
                     ModelEvent::Stop(StopReason::EndTurn),
-                ])
+                ]);
+            }
+        };
+        // ml-commons' `llm_response_filter` names where the answer's text is.
+        if let Some(path) = all.get("llm_response_filter").and_then(Value::as_str) {
+            let calls = events
+                .iter()
+                .any(|e| matches!(e, ModelEvent::ToolCallStart { .. }));
+            if !calls {
+                let picked = super::jsonpath::select(&doc, path)
+                    .map_err(|e| ModelError::Protocol(e.to_string()))?
+                    .unwrap_or(Value::Null);
+                events.retain(|e| !matches!(e, ModelEvent::TextDelta(_)));
+                events.insert(0, ModelEvent::TextDelta(super::template::text_of(&picked)));
             }
         }
+        Ok(events)
     }
 }
 
@@ -267,17 +301,6 @@ fn question_index(messages: &[Message]) -> Option<usize> {
     })
 }
 
-fn text_of_message(m: &Message) -> String {
-    m.content
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// ml-commons' parameters for `request` on `interface`, over the agent's `base` parameters.
 pub fn parameters(
     interface: Interface,
@@ -314,6 +337,7 @@ pub fn parameters(
     let wire = |m: &Message| -> Vec<Value> {
         match interface {
             Interface::BedrockConverse => vec![converse_message(m)],
+            Interface::BedrockConverseDeepseekR1 => vec![deepseek_message(m)],
             _ => openai_messages(m),
         }
     };
@@ -345,240 +369,13 @@ pub fn parameters(
             Value::String(interface.default_tool_configs().into()),
         );
     }
+    if interface == Interface::OpenAiChat {
+        // What ml-commons sets for bodies that name them.
+        for (k, v) in [("tool_choice", "auto"), ("parallel_tool_calls", "false")] {
+            p.entry(k).or_insert_with(|| Value::String(v.into()));
+        }
+    }
     Ok(p)
-}
-
-fn tool_json(interface: Interface, t: &ToolSpec) -> Value {
-    match interface {
-        Interface::BedrockConverse => json!({"toolSpec": {
-            "name": t.name, "description": t.description, "inputSchema": {"json": t.input_schema}
-        }}),
-        _ => json!({"type": "function", "function": {
-            "name": t.name, "description": t.description, "parameters": t.input_schema
-        }}),
-    }
-}
-
-fn result_text(content: &[ToolResultBlock]) -> String {
-    ToolResultBlock::joined_text(content)
-}
-
-fn converse_message(m: &Message) -> Value {
-    let role = match m.role {
-        Role::User => "user",
-        Role::Assistant => "assistant",
-    };
-    let content: Vec<Value> = m
-        .content
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text { text } if !text.is_empty() => Some(json!({"text": text})),
-            ContentBlock::ToolUse {
-                id, name, input, ..
-            } => Some(json!({"toolUse": {"toolUseId": id, "name": name, "input": input}})),
-            ContentBlock::ToolResult {
-                tool_use_id,
-                content,
-                is_error,
-            } => {
-                let mut r =
-                    json!({"toolUseId": tool_use_id, "content": [{"text": result_text(content)}]});
-                if *is_error {
-                    r["status"] = json!("error");
-                }
-                Some(json!({ "toolResult": r }))
-            }
-            _ => None,
-        })
-        .collect();
-    json!({"role": role, "content": content})
-}
-
-fn openai_messages(m: &Message) -> Vec<Value> {
-    match m.role {
-        Role::Assistant => {
-            let text = text_of_message(m);
-            let calls: Vec<Value> = m
-                .content
-                .iter()
-                .filter_map(|b| match b {
-                    ContentBlock::ToolUse {
-                        id, name, input, ..
-                    } => Some(json!({"id": id, "type": "function",
-                        "function": {"name": name, "arguments": input.to_string()}})),
-                    _ => None,
-                })
-                .collect();
-            let mut msg = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { Value::String(text) }});
-            if !calls.is_empty() {
-                msg["tool_calls"] = Value::Array(calls);
-            }
-            vec![msg]
-        }
-        Role::User => {
-            let mut out: Vec<Value> = m
-                .content
-                .iter()
-                .filter_map(|b| match b {
-                    ContentBlock::ToolResult {
-                        tool_use_id,
-                        content,
-                        ..
-                    } => Some(json!({"role": "tool", "tool_call_id": tool_use_id,
-                        "content": result_text(content)})),
-                    _ => None,
-                })
-                .collect();
-            let text = text_of_message(m);
-            if !text.is_empty() {
-                out.push(json!({"role": "user", "content": text}));
-            }
-            out
-        }
-    }
-}
-
-fn stop_reason(s: &str) -> StopReason {
-    match s {
-        "end_turn" | "stop" => StopReason::EndTurn,
-        "tool_use" | "tool_calls" => StopReason::ToolUse,
-        "max_tokens" | "length" => StopReason::MaxTokens,
-        "stop_sequence" => StopReason::StopSequence,
-        "content_filtered" | "content_filter" | "guardrail_intervened" => {
-            StopReason::ContentFiltered
-        }
-        other => StopReason::Other(other.to_string()),
-    }
-}
-
-fn call_events(out: &mut Vec<ModelEvent>, id: String, name: String, args: String) {
-    out.push(ModelEvent::ToolCallStart {
-        id: id.clone(),
-        name,
-    });
-    out.push(ModelEvent::ToolCallDelta {
-        id: id.clone(),
-        delta: args,
-    });
-    out.push(ModelEvent::ToolCallEnd { id });
-}
-
-/// A Converse answer (`output.message.content`, `stopReason`, `usage`) as events.
-pub fn read_converse(doc: &Value) -> Vec<ModelEvent> {
-    let mut out = Vec::new();
-    let blocks = doc
-        .pointer("/output/message/content")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let mut calls = 0;
-    for b in blocks {
-        if let Some(t) = b.get("text").and_then(Value::as_str) {
-            out.push(ModelEvent::TextDelta(t.to_string()));
-        } else if let Some(r) = b.pointer("/reasoningContent/reasoningText") {
-            if let Some(t) = r.get("text").and_then(Value::as_str) {
-                out.push(ModelEvent::ReasoningDelta(t.to_string()));
-            }
-            if let Some(s) = r.get("signature").and_then(Value::as_str) {
-                out.push(ModelEvent::ReasoningSignature(s.to_string()));
-            }
-            out.push(ModelEvent::ReasoningEnd);
-        } else if let Some(u) = b.get("toolUse") {
-            calls += 1;
-            let id = u
-                .get("toolUseId")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .unwrap_or_else(|| format!("tooluse_{calls}"));
-            let name = u
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            let args = u.get("input").cloned().unwrap_or(json!({})).to_string();
-            call_events(&mut out, id, name, args);
-        }
-    }
-    if let Some(u) = doc.get("usage") {
-        out.push(ModelEvent::Usage(Usage {
-            input_tokens: u.get("inputTokens").and_then(Value::as_u64).unwrap_or(0),
-            output_tokens: u.get("outputTokens").and_then(Value::as_u64).unwrap_or(0),
-            ..Usage::default()
-        }));
-    }
-    let reason = match doc.get("stopReason").and_then(Value::as_str) {
-        Some(s) => stop_reason(s),
-        None if calls > 0 => StopReason::ToolUse,
-        None => StopReason::EndTurn,
-    };
-    out.push(ModelEvent::Stop(reason));
-    out
-}
-
-/// A non-streaming chat completion (`choices[0].message`, `finish_reason`, `usage`) as events.
-pub fn read_openai(doc: &Value) -> Result<Vec<ModelEvent>, ModelError> {
-    let choice = doc
-        .pointer("/choices/0")
-        .ok_or_else(|| ModelError::Protocol("the chat completion has no choices".into()))?;
-    let msg = choice.get("message").cloned().unwrap_or(Value::Null);
-    let mut out = Vec::new();
-    if let Some(r) = msg
-        .get("reasoning_content")
-        .and_then(Value::as_str)
-        .filter(|r| !r.is_empty())
-    {
-        out.push(ModelEvent::ReasoningDelta(r.to_string()));
-        out.push(ModelEvent::ReasoningEnd);
-    }
-    if let Some(t) = msg
-        .get("content")
-        .and_then(Value::as_str)
-        .filter(|t| !t.is_empty())
-    {
-        out.push(ModelEvent::TextDelta(t.to_string()));
-    }
-    let mut calls = 0;
-    for c in msg
-        .get("tool_calls")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        calls += 1;
-        let id = c
-            .get("id")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .unwrap_or_else(|| format!("call_{calls}"));
-        let name = c
-            .pointer("/function/name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let args = match c.pointer("/function/arguments") {
-            Some(Value::String(s)) => s.clone(),
-            Some(other) => other.to_string(),
-            None => "{}".into(),
-        };
-        call_events(&mut out, id, name, args);
-    }
-    if let Some(u) = doc.get("usage") {
-        out.push(ModelEvent::Usage(Usage {
-            input_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
-            output_tokens: u
-                .get("completion_tokens")
-                .and_then(Value::as_u64)
-                .unwrap_or(0),
-            ..Usage::default()
-        }));
-    }
-    let reason = match choice.get("finish_reason").and_then(Value::as_str) {
-        Some(s) => stop_reason(s),
-        None if calls > 0 => StopReason::ToolUse,
-        None => StopReason::EndTurn,
-    };
-    out.push(ModelEvent::Stop(reason));
-    Ok(out)
 }
 
 /// Renders `template` with the interface's raw parameters unescaped (for tests and `_predict`).
@@ -589,6 +386,8 @@ pub fn render_request_body(template: &str, params: &Map<String, Value>) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conversation::{ToolResultBlock, ToolSpec};
+    use serde_json::json;
 
     const SEED_BODY: &str = "{ \"system\": [{\"text\": \"${parameters.system_prompt}\"}], \"messages\": [${parameters._chat_history:-}{\"role\":\"user\",\"content\":[{\"text\":\"${parameters.prompt}\"}]}${parameters._interactions:-}]${parameters.tool_configs:-} }";
 
@@ -650,38 +449,5 @@ mod tests {
             "42"
         );
         assert_eq!(body["toolConfig"]["tools"][0]["toolSpec"]["name"], "lookup");
-    }
-
-    #[test]
-    fn answers_are_read_per_interface() {
-        let ev = read_converse(&json!({
-            "output": {"message": {"role": "assistant", "content": [
-                {"text": "Let me look."},
-                {"toolUse": {"toolUseId": "tu1", "name": "lookup", "input": {"q": "x"}}}
-            ]}},
-            "stopReason": "tool_use",
-            "usage": {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15}
-        }));
-        assert_eq!(ev[0], ModelEvent::TextDelta("Let me look.".into()));
-        assert!(ev.contains(&ModelEvent::ToolCallDelta {
-            id: "tu1".into(),
-            delta: "{\"q\":\"x\"}".into()
-        }));
-        assert_eq!(ev.last(), Some(&ModelEvent::Stop(StopReason::ToolUse)));
-        let ev = read_openai(&json!({
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": null,
-                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{\"q\":\"y\"}"}}]},
-                "finish_reason": "tool_calls"}],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 4}
-        }))
-        .unwrap();
-        assert_eq!(
-            ev[0],
-            ModelEvent::ToolCallStart {
-                id: "c1".into(),
-                name: "lookup".into()
-            }
-        );
-        assert!(read_openai(&json!({"error": "x"})).is_err());
     }
 }
