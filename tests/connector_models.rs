@@ -116,16 +116,10 @@ fn assert_signed(h: &HeaderMap, region: &str) {
     assert!(h.contains_key("x-amz-date"));
 }
 
-#[tokio::test]
-async fn a_v1_completion_connector_answers_an_ml_model_tool_flow_step() {
-    let (base, up) = stand_in(vec![
-        json!({"completion": " Bonjour \"ami\"", "stop_reason": "stop_sequence"}),
-    ])
-    .await;
-    let gw = Gateway::start(MINIMAL).await;
-    // Seed 000, step 1, as written; the host pointed at the stand-in.
+/// Seed 000, steps 1 and 2, as written (the host pointed at the stand-in): the model's id.
+async fn v1_model(gw: &Gateway, base: &str) -> String {
     let (s, c) = post_json(
-        &gw,
+        gw,
         "/_plugins/_ml/connectors/_create",
         json!({
             "name": "BedRock Claude instant-v1 Connector ",
@@ -149,14 +143,24 @@ async fn a_v1_completion_connector_answers_an_ml_model_tool_flow_step() {
     .await;
     assert_eq!(s, 200, "{c}");
     let (s, m) = post_json(
-        &gw,
+        gw,
         "/_plugins/_ml/models/_register",
         json!({"name": "Bedrock Claude Instant model", "function_name": "remote",
                "description": "Bedrock Claude instant-v1 model", "connector_id": c["connector_id"]}),
     )
     .await;
     assert_eq!(s, 200, "{m}");
-    let model_id = m["model_id"].as_str().unwrap();
+    m["model_id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn a_v1_completion_connector_answers_an_ml_model_tool_flow_step() {
+    let (base, up) = stand_in(vec![
+        json!({"completion": " Bonjour \"ami\"", "stop_reason": "stop_sequence"}),
+    ])
+    .await;
+    let gw = Gateway::start(MINIMAL).await;
+    let model_id = &v1_model(&gw, &base).await;
     let (s, reg) = post_json(
         &gw,
         "/_plugins/_ml/agents/_register",
@@ -463,4 +467,52 @@ async fn predict_on_the_seed_v2_model_fills_its_request_body_with_defaults() {
         json!({"system": [{"text": "You are a helpful assistant."}],
                "messages": [{"role": "user", "content": [{"text": "hello"}]}]})
     );
+}
+
+#[tokio::test]
+async fn a_v1_completion_model_calls_tools_through_json_answers() {
+    let (base, up) = stand_in(vec![
+        json!({"completion": " ```json\n{\"thought\": \"I need the weather\", \"action\": \"weather\", \"action_input\": \"Paris\"}\n```"}),
+        json!({"completion": " {\"thought\": \"Now I know the final answer\", \"final_answer\": \"It is sunny in Paris.\"}"}),
+    ])
+    .await;
+    let gw = Gateway::start(MINIMAL).await;
+    let model_id = v1_model(&gw, &base).await;
+    let (s, reg) = post_json(
+        &gw,
+        "/_plugins/_ml/agents/_register",
+        json!({
+            "name": "v1 chat", "type": "conversational",
+            "llm": {"model_id": model_id, "parameters": {"max_iteration": 3}},
+            "memory": {"type": "conversation_index"},
+            "tools": [weather_tool(&base)]
+        }),
+    )
+    .await;
+    assert_eq!(s, 200, "{reg}");
+    let id = reg["agent_id"].as_str().unwrap();
+    let (s, out) = post_json(
+        &gw,
+        &format!("/_plugins/_ml/agents/{id}/_execute"),
+        json!({"parameters": {"question": "Weather in Paris?"}}),
+    )
+    .await;
+    assert_eq!(s, 200, "{out}");
+    assert_eq!(output(&out, "response")["result"], "It is sunny in Paris.");
+    assert_eq!(up.requests("/weather")[0].1, json!({"city": "Paris"}));
+    let reqs = up.requests("/model/anthropic.claude-instant-v1/invoke");
+    assert_eq!(reqs.len(), 2);
+    let first = reqs[0].1["prompt"].as_str().unwrap();
+    assert!(
+        first.starts_with("\n\nHuman: ") && first.ends_with("\n\nAssistant:"),
+        "{first}"
+    );
+    assert!(first.contains("weather: Weather for a city"), "{first}");
+    assert!(first.contains("Weather in Paris?"), "{first}");
+    let second = reqs[1].1["prompt"].as_str().unwrap();
+    assert!(
+        second.contains("TOOL RESPONSE") && second.contains("sunny"),
+        "{second}"
+    );
+    assert_eq!(reqs[1].1["max_tokens_to_sample"], 8000);
 }

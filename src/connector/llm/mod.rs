@@ -11,6 +11,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use serde_json::{Map, Value};
 
+mod react;
 mod wire;
 
 use wire::{
@@ -36,7 +37,9 @@ pub enum Interface {
     BedrockConverseDeepseekR1,
     /// OpenAI chat completions (`openai/v1/chat/completions`).
     OpenAiChat,
-    /// No chat interface: the prompt in, the filtered `response` out, no tools.
+    /// No chat interface: the prompt in, the filtered `response` out; tools, when an agent
+    /// offers some, are asked for in the prompt and read from a JSON answer (ml-commons' first
+    /// agents did the same).
     Completion,
 }
 
@@ -224,6 +227,9 @@ impl Inner {
             Interface::OpenAiChat => read_openai(&doc)?,
             Interface::Completion => {
                 let text = completion_text(action, &all, &doc)?;
+                if !request.tools.is_empty() {
+                    return Ok(react::read(&text, &request.tools));
+                }
                 return Ok(vec![
                     ModelEvent::TextDelta(text),
                     ModelEvent::Stop(StopReason::EndTurn),
@@ -328,6 +334,9 @@ pub fn parameters(
         .unwrap_or_default();
     p.insert("prompt".into(), Value::String(prompt));
     if interface == Interface::Completion {
+        if !request.tools.is_empty() {
+            p.insert("prompt".into(), Value::String(react::prompt(request, q)));
+        }
         return Ok(p);
     }
     let (history, interactions) = match q {
