@@ -6,7 +6,7 @@
 use serde_json::{Map, Value, json};
 
 use super::wire::text_of_message;
-use crate::conversation::{ContentBlock, Message, Role, ToolResultBlock, ToolSpec};
+use crate::conversation::{ContentBlock, Role, ToolResultBlock, ToolSpec};
 use crate::model::{ModelEvent, ModelRequest, StopReason};
 
 /// The prompt for `request` whose question is message `q`, framed as Claude's text
@@ -160,6 +160,7 @@ pub(super) fn read(text: &str, tools: &[ToolSpec]) -> Vec<ModelEvent> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conversation::Message;
 
     fn tool() -> ToolSpec {
         ToolSpec {
