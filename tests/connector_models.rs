@@ -516,3 +516,49 @@ async fn a_v1_completion_model_calls_tools_through_json_answers() {
     );
     assert_eq!(reqs[1].1["max_tokens_to_sample"], 8000);
 }
+
+#[tokio::test]
+async fn a_connector_agent_streams_its_tool_call_and_answer_over_agui() {
+    let converse = |content: Value, stop: &str| {
+        json!({"output": {"message": {"role": "assistant", "content": content}}, "stopReason": stop,
+               "usage": {"inputTokens": 4, "outputTokens": 2, "totalTokens": 6}})
+    };
+    let (base, _up) = stand_in(vec![
+        converse(
+            json!([{"toolUse": {"toolUseId": "tu_stream", "name": "weather", "input": {"city": "Rome"}}}]),
+            "tool_use",
+        ),
+        converse(json!([{"text": "Sunny in Rome."}]), "end_turn"),
+    ])
+    .await;
+    let gw = Gateway::start(MINIMAL).await;
+    let (_, m) = post_json(&gw, "/_plugins/_ml/models/_register", seed_v2_model(&base)).await;
+    let (s, reg) = post_json(
+        &gw,
+        "/_plugins/_ml/agents/_register",
+        json!({
+            "name": "streamer", "type": "conversational",
+            "llm": {"model_id": m["model_id"], "parameters": {"prompt": "${parameters.question}"}},
+            "parameters": {"_llm_interface": "bedrock/converse/claude"},
+            "tools": [weather_tool(&base)]
+        }),
+    )
+    .await;
+    assert_eq!(s, 200, "{reg}");
+    let resp = reqwest::Client::new()
+        .post(gw.url(&format!(
+            "/_plugins/_ml/agents/{}/_execute/stream",
+            reg["agent_id"].as_str().unwrap()
+        )))
+        .json(&json!({"parameters": {"question": "Rome?"}}))
+        .send()
+        .await
+        .unwrap();
+    let events = common::read_events(resp, false).await;
+    let types = common::types(&events);
+    assert!(types.contains(&"TOOL_CALL_START"), "{types:?}");
+    assert_eq!(common::args_of(&events, "tu_stream"), "{\"city\":\"Rome\"}");
+    assert!(types.contains(&"TOOL_CALL_RESULT"), "{types:?}");
+    assert_eq!(common::text(&events), "Sunny in Rome.");
+    assert_eq!(types.last(), Some(&"RUN_FINISHED"));
+}
