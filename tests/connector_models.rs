@@ -562,3 +562,49 @@ async fn a_connector_agent_streams_its_tool_call_and_answer_over_agui() {
     assert_eq!(common::text(&events), "Sunny in Rome.");
     assert_eq!(types.last(), Some(&"RUN_FINISHED"));
 }
+
+#[tokio::test]
+async fn a_v1_completion_model_chats_with_its_history_framed_as_claude_takes_it() {
+    let (base, up) = stand_in(vec![
+        json!({"completion": " Hello Ana."}),
+        json!({"completion": " Your name is Ana."}),
+    ])
+    .await;
+    let gw = Gateway::start(MINIMAL).await;
+    let model_id = v1_model(&gw, &base).await;
+    let (s, reg) = post_json(
+        &gw,
+        "/_plugins/_ml/agents/_register",
+        json!({
+            "name": "v1 chat", "type": "conversational",
+            "llm": {"model_id": model_id, "parameters": {"system_prompt": "Be kind."}},
+            "memory": {"type": "conversation_index"}
+        }),
+    )
+    .await;
+    assert_eq!(s, 200, "{reg}");
+    let exec = format!(
+        "/_plugins/_ml/agents/{}/_execute",
+        reg["agent_id"].as_str().unwrap()
+    );
+    let (s, out) = post_json(&gw, &exec, json!({"parameters": {"question": "I am Ana."}})).await;
+    assert_eq!(s, 200, "{out}");
+    let memory_id = output(&out, "memory_id")["result"].as_str().unwrap();
+    let (s, out) = post_json(
+        &gw,
+        &exec,
+        json!({"parameters": {"question": "My name?", "memory_id": memory_id}}),
+    )
+    .await;
+    assert_eq!(s, 200, "{out}");
+    assert_eq!(output(&out, "response")["result"], " Your name is Ana.");
+    let reqs = up.requests("/model/");
+    assert_eq!(
+        reqs[0].1["prompt"],
+        "\n\nHuman: Be kind.\n\nI am Ana.\n\nAssistant:"
+    );
+    assert_eq!(
+        reqs[1].1["prompt"],
+        "\n\nHuman: Be kind.\n\nI am Ana.\n\nAssistant: Hello Ana.\n\nHuman: My name?\n\nAssistant:"
+    );
+}

@@ -288,6 +288,7 @@ pub fn model_config(
                 credential: crate::connector::llm::Credential(m.credential.clone()),
                 interface,
                 parameters: params.clone(),
+                prompt_only: false,
             })),
             model_id: cp
                 .get("model")
@@ -943,7 +944,12 @@ async fn compile_tools(
                         format!("no model {mid:?} is registered"),
                     )
                 })?;
-            let model = model_config(&m, None, &f("parameters.model_id"), &p, idle_timeout_secs)?;
+            let mut model =
+                model_config(&m, None, &f("parameters.model_id"), &p, idle_timeout_secs)?;
+            // ml-commons sends an MLModelTool's rendered prompt as it is.
+            if let ProviderConfig::Connector(c) = &mut model.provider {
+                c.prompt_only = true;
+            }
             let name = str_field(o, "name").unwrap_or("MLModelTool").to_string();
             let spec = crate::conversation::ToolSpec {
                 name,

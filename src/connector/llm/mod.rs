@@ -116,6 +116,10 @@ pub struct ConnectorModel {
     pub interface: Interface,
     /// The agent's parameters (`llm.parameters` and the agent's own), over the connector's.
     pub parameters: Map<String, Value>,
+    /// A completion model's `prompt` is the request's question as it is (an `MLModelTool`'s
+    /// rendered template); otherwise an agent's conversation is framed as Claude's text
+    /// completions take it.
+    pub prompt_only: bool,
 }
 
 impl ConnectorModel {
@@ -189,7 +193,15 @@ impl Provider for ConnectorProvider {
 impl Inner {
     async fn turn(&self, request: ModelRequest) -> Result<Vec<ModelEvent>, ModelError> {
         let interface = self.model.interface;
-        let params = parameters(interface, &request, &self.model.parameters)?;
+        let mut params = parameters(interface, &request, &self.model.parameters)?;
+        if interface == Interface::Completion && !self.model.prompt_only && request.tools.is_empty()
+        {
+            let q = question_index(&request.messages);
+            params.insert(
+                "prompt".into(),
+                Value::String(react::transcript(&request, q)),
+            );
+        }
         let connector = Connector {
             doc: &self.model.connector,
             credential: &self.model.credential.0,

@@ -75,6 +75,30 @@ pub(super) fn prompt(request: &ModelRequest, q: Option<usize>) -> String {
     out
 }
 
+/// An agent's conversation with no tools, framed as Claude's text completions take it:
+/// alternating `Human:` / `Assistant:` turns, the system prompt opening the first.
+pub(super) fn transcript(request: &ModelRequest, q: Option<usize>) -> String {
+    let upto = q.map_or(request.messages.len(), |i| i + 1);
+    let mut out = String::new();
+    let system = request.system.join("\n\n");
+    for (n, m) in request.messages[..upto].iter().enumerate() {
+        let text = text_of_message(m);
+        if m.role == Role::User {
+            out.push_str("\n\nHuman: ");
+            if n == 0 && !system.is_empty() {
+                out.push_str(&system);
+                out.push_str("\n\n");
+            }
+        } else {
+            out.push_str("\n\nAssistant: ");
+        }
+        // Completions start with a space by Claude's convention; one is enough.
+        out.push_str(text.trim());
+    }
+    out.push_str("\n\nAssistant:");
+    out
+}
+
 /// The JSON object in a completion, fenced or not.
 fn json_in(text: &str) -> Option<Map<String, Value>> {
     let (a, b) = (text.find('{')?, text.rfind('}')?);
@@ -215,5 +239,9 @@ mod tests {
         assert!(p.contains("Human: before\nAI: earlier"));
         assert!(p.contains("QUESTION\n--------\nWeather in Paris?"));
         assert!(p.ends_with("\n\nAssistant:"));
+        assert_eq!(
+            transcript(&req, Some(2)),
+            "\n\nHuman: Be brief.\n\nbefore\n\nAssistant: earlier\n\nHuman: Weather in Paris?\n\nAssistant:"
+        );
     }
 }
