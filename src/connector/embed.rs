@@ -156,3 +156,40 @@ pub async fn embed_with_model(
     };
     Ok(connector.embed(net, texts).await?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::spec::{ModelLookup, ResolvedModel};
+
+    struct One(ResolvedModel);
+
+    #[async_trait::async_trait]
+    impl ModelLookup for One {
+        async fn model(&self, id: &str) -> Result<Option<ResolvedModel>, String> {
+            Ok((id == self.0.model_id).then(|| self.0.clone()))
+        }
+        async fn connector(&self, _: &str) -> Result<Option<(Value, Map<String, Value>)>, String> {
+            Ok(None)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_registered_model_embeds_by_id() {
+        let models = One(ResolvedModel {
+            model_id: "m1".into(),
+            connector: json!({"name": "offline", "protocol": "scripted", "parameters": {"dimension": 32}}),
+            credential: Map::new(),
+        });
+        let net = crate::outbound::Net::Open(reqwest::Client::new());
+        let texts = vec!["population of Seattle".to_string(), "".to_string()];
+        let v = embed_with_model(&models, &net, "m1", &texts).await.unwrap();
+        assert_eq!((v.len(), v[0].len()), (2, 32));
+        let norm: f32 = v[0].iter().map(|x| x * x).sum();
+        assert!((norm - 1.0).abs() < 1e-4);
+        assert!(matches!(
+            embed_with_model(&models, &net, "nope", &texts).await,
+            Err(EmbedError::NoModel(_))
+        ));
+    }
+}
