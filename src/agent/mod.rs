@@ -4,6 +4,7 @@
 pub mod approvals;
 pub mod flow;
 pub mod history;
+pub mod prompt;
 pub mod react;
 pub mod registry;
 pub mod spec;
