@@ -60,6 +60,14 @@ async fn stand_in(replies: Vec<Value>) -> (String, Up) {
     ) -> Json<Value> {
         Json(up.record("/v1/chat/completions".into(), headers, body))
     }
+    async fn gemini(
+        State(up): State<Up>,
+        Path(model): Path<String>,
+        headers: HeaderMap,
+        Json(body): Json<Value>,
+    ) -> Json<Value> {
+        Json(up.record(format!("/v1beta/models/{model}"), headers, body))
+    }
     async fn weather(
         State(up): State<Up>,
         headers: HeaderMap,
@@ -78,6 +86,7 @@ async fn stand_in(replies: Vec<Value>) -> (String, Up) {
     let app = Router::new()
         .route("/model/{model}/{op}", post(model))
         .route("/v1/chat/completions", post(chat))
+        .route("/v1beta/models/{model}", post(gemini))
         .route("/weather", post(weather))
         .with_state(up.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -606,5 +615,92 @@ async fn a_v1_completion_model_chats_with_its_history_framed_as_claude_takes_it(
     assert_eq!(
         reqs[1].1["prompt"],
         "\n\nHuman: Be kind.\n\nI am Ana.\n\nAssistant: Hello Ana.\n\nHuman: My name?\n\nAssistant:"
+    );
+}
+
+#[tokio::test]
+async fn gemini_generate_content_drives_a_conversational_agent_through_the_connector_body() {
+    let (base, up) = stand_in(vec![
+        json!({"candidates": [{"content": {"role": "model", "parts": [
+                  {"functionCall": {"name": "weather", "args": {"city": "Lima"}}}]},
+               "finishReason": "STOP"}],
+               "usageMetadata": {"promptTokenCount": 12, "candidatesTokenCount": 4, "totalTokenCount": 16}}),
+        json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "Warm in Lima."}]},
+               "finishReason": "STOP"}]}),
+    ])
+    .await;
+    let gw = Gateway::start(MINIMAL).await;
+    let (s, m) = post_json(
+        &gw,
+        "/_plugins/_ml/models/_register",
+        json!({
+            "name": "Gemini", "function_name": "remote",
+            "connector": {
+                "name": "Gemini connector", "protocol": "http",
+                "parameters": {"model": "gemini-2.0-flash"},
+                "credential": {"gemini_api_key": "g-secret"},
+                "actions": [{
+                    "action_type": "predict", "method": "POST",
+                    "url": format!("{base}/v1beta/models/${{parameters.model}}:generateContent"),
+                    "headers": {"x-goog-api-key": "${credential.gemini_api_key}"},
+                    "request_body": "{\"systemInstruction\": {\"parts\": [{\"text\": \"${parameters.system_prompt}\"}]}, \"contents\": [${parameters._chat_history:-}{\"role\":\"user\",\"parts\":[{\"text\":\"${parameters.prompt}\"}]}${parameters._interactions:-}]${parameters.tool_configs:-} }"
+                }]
+            }
+        }),
+    )
+    .await;
+    assert_eq!(s, 200, "{m}");
+    let mut tool = weather_tool(&base);
+    tool["attributes"]["input_schema"]["additionalProperties"] = json!(false);
+    let (s, reg) = post_json(
+        &gw,
+        "/_plugins/_ml/agents/_register",
+        json!({
+            "name": "gemini", "type": "conversational",
+            "llm": {"model_id": m["model_id"], "parameters": {"system_prompt": "Be brief.", "prompt": "${parameters.question}"}},
+            "parameters": {"_llm_interface": "gemini/v1beta/generatecontent"},
+            "tools": [tool]
+        }),
+    )
+    .await;
+    assert_eq!(s, 200, "{reg}");
+    let (s, out) = post_json(
+        &gw,
+        &format!(
+            "/_plugins/_ml/agents/{}/_execute",
+            reg["agent_id"].as_str().unwrap()
+        ),
+        json!({"parameters": {"question": "Lima?"}}),
+    )
+    .await;
+    assert_eq!(s, 200, "{out}");
+    assert_eq!(output(&out, "response")["result"], "Warm in Lima.");
+    let reqs = up.requests("/v1beta/models/gemini-2.0-flash:generateContent");
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0].0["x-goog-api-key"], "g-secret");
+    let first = &reqs[0].1;
+    assert_eq!(first["systemInstruction"]["parts"][0]["text"], "Be brief.");
+    let decl = &first["tools"][0]["functionDeclarations"][0];
+    assert_eq!(decl["name"], "weather");
+    assert!(
+        decl["parameters"].get("additionalProperties").is_none(),
+        "{decl}"
+    );
+    assert_eq!(first["toolConfig"]["functionCallingConfig"]["mode"], "AUTO");
+    let contents = reqs[1].1["contents"].as_array().unwrap().clone();
+    assert_eq!(contents.len(), 3, "{contents:?}");
+    assert_eq!(
+        contents[1],
+        json!({"role": "model", "parts": [{"functionCall": {"name": "weather", "args": {"city": "Lima"}}}]})
+    );
+    assert_eq!(
+        contents[2]["parts"][0]["functionResponse"]["name"],
+        "weather"
+    );
+    assert!(
+        contents[2]["parts"][0]["functionResponse"]["response"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("sunny")
     );
 }

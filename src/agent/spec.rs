@@ -453,6 +453,8 @@ fn connector_interface(
         Some(Interface::BedrockConverse)
     } else if url.ends_with("/chat/completions") {
         Some(Interface::OpenAiChat)
+    } else if url.contains(":generateContent") {
+        Some(Interface::GeminiGenerateContent)
     } else {
         None
     };
@@ -461,7 +463,7 @@ fn connector_interface(
             invalid(
                 "parameters._llm_interface",
                 format!(
-                    "{i:?} is not supported; expected bedrock/converse/claude, bedrock/converse, bedrock/converse/deepseek_r1 or openai/v1/chat/completions"
+                    "{i:?} is not supported; expected bedrock/converse/claude, bedrock/converse, bedrock/converse/deepseek_r1, openai/v1/chat/completions or gemini/v1beta/generatecontent"
                 ),
             )
         })
@@ -476,7 +478,8 @@ fn connector_interface(
         };
     }
     Ok(match (interface, shown) {
-        (None, None) => Some(Interface::Completion),
+        // Gemini has no provider of its own here: a prompt-only body is a completion.
+        (None, None | Some(Interface::GeminiGenerateContent)) => Some(Interface::Completion),
         _ => None,
     })
 }

@@ -2,15 +2,17 @@
 //! conversation becomes ml-commons' parameters for the connector's `_llm_interface`
 //! (`system_prompt`, `prompt`, `_chat_history`, `_interactions`, `_tools`, `tool_configs`),
 //! the connector's own `request_body` is rendered with them and the predict action is called;
-//! the answer is read per interface into [`ModelEvent`]s. A connector with no chat interface
-//! (a V1 text-completion connector such as Claude instant's `/invoke`) answers the prompt with
-//! the text its `response_filter` picks.
+//! the answer is read per interface into [`ModelEvent`]s (Bedrock Converse, its DeepSeek R1
+//! variant, OpenAI chat completions, Gemini `generateContent`). A connector with no chat
+//! interface (a V1 text-completion connector such as Claude instant's `/invoke`) answers the
+//! prompt with the text its `response_filter` picks, and asks for tools in the prompt.
 
 use std::sync::Arc;
 
 use futures::StreamExt;
 use serde_json::{Map, Value};
 
+mod gemini;
 mod react;
 mod wire;
 
@@ -37,6 +39,8 @@ pub enum Interface {
     BedrockConverseDeepseekR1,
     /// OpenAI chat completions (`openai/v1/chat/completions`).
     OpenAiChat,
+    /// Gemini's `generateContent` (`gemini/v1beta/generatecontent`).
+    GeminiGenerateContent,
     /// No chat interface: the prompt in, the filtered `response` out; tools, when an agent
     /// offers some, are asked for in the prompt and read from a JSON answer (ml-commons' first
     /// agents did the same).
@@ -50,6 +54,7 @@ impl Interface {
             "bedrock/converse" | "bedrock/converse/claude" => Some(Self::BedrockConverse),
             "bedrock/converse/deepseek_r1" => Some(Self::BedrockConverseDeepseekR1),
             "openai/v1/chat/completions" => Some(Self::OpenAiChat),
+            "gemini/v1beta/generatecontent" => Some(Self::GeminiGenerateContent),
             _ => None,
         }
     }
@@ -61,6 +66,9 @@ impl Interface {
             Self::BedrockConverse => r#", "toolConfig": {"tools": [${parameters._tools:-}]}"#,
             Self::OpenAiChat => {
                 r#", "tools": [${parameters._tools:-}], "parallel_tool_calls": false"#
+            }
+            Self::GeminiGenerateContent => {
+                r#", "tools": [{"functionDeclarations": [${parameters._tools:-}]}], "toolConfig": {"functionCallingConfig": {"mode": "AUTO"}}"#
             }
             Self::Completion | Self::BedrockConverseDeepseekR1 => "",
         }
@@ -237,6 +245,7 @@ impl Inner {
                 return Ok(read_deepseek(&text, doc.get("usage")));
             }
             Interface::OpenAiChat => read_openai(&doc)?,
+            Interface::GeminiGenerateContent => gemini::read(&doc),
             Interface::Completion => {
                 let text = completion_text(action, &all, &doc)?;
                 if !request.tools.is_empty() {
@@ -355,10 +364,12 @@ pub fn parameters(
         Some(i) => (&request.messages[..i], &request.messages[i + 1..]),
         None => (&request.messages[..], &[][..]),
     };
+    let names = gemini::call_names(&request.messages);
     let wire = |m: &Message| -> Vec<Value> {
         match interface {
             Interface::BedrockConverse => vec![converse_message(m)],
             Interface::BedrockConverseDeepseekR1 => vec![deepseek_message(m)],
+            Interface::GeminiGenerateContent => vec![gemini::message(m, &names)],
             _ => openai_messages(m),
         }
     };

@@ -23,6 +23,7 @@ pub(super) fn tool_json(interface: Interface, t: &ToolSpec) -> Value {
         Interface::BedrockConverse | Interface::BedrockConverseDeepseekR1 => json!({"toolSpec": {
             "name": t.name, "description": t.description, "inputSchema": {"json": t.input_schema}
         }}),
+        Interface::GeminiGenerateContent => super::gemini::tool_json(t),
         _ => json!({"type": "function", "function": {
             "name": t.name, "description": t.description, "parameters": t.input_schema,
             "strict": false
