@@ -281,7 +281,7 @@ pub fn model_config(
         .transpose()
         .map_err(|e| invalid(field, format!("its connector's url: {e}")))?
         .unwrap_or_default();
-    if let Some(interface) = connector_interface(m, interface, &url)? {
+    if let Some(interface) = crate::connector::llm::select(&m.connector, interface, &url)? {
         return Ok(ModelConfig {
             provider: ProviderConfig::Connector(Box::new(crate::connector::llm::ConnectorModel {
                 connector: m.connector.clone(),
@@ -425,62 +425,6 @@ pub fn model_config(
         idle_timeout_secs,
         retry: RetryPolicy::default(),
         http2_prior_knowledge: false,
-    })
-}
-
-/// Whether a registered model is called through its connector's own `request_body` (as
-/// ml-commons does), and how: a user-written connector (no `model_provider`) whose body is
-/// written for function calling (it names `_chat_history`, `_interactions`, `_tools` or
-/// `tool_configs`) is read per its `_llm_interface` (or what its URL shows); one whose URL
-/// shows no chat API and that names no interface is a text-completion model (prompt in,
-/// `response_filter` out). Other bodies carry only a prompt, which would lose the
-/// conversation and tools: the interface's own provider speaks for them.
-fn connector_interface(
-    m: &ResolvedModel,
-    interface: Option<&str>,
-    url: &str,
-) -> Result<Option<crate::connector::llm::Interface>, Invalid> {
-    use crate::connector::llm::{Interface, is_agent_template, predict_body};
-    let user_written = m.connector.get("model_provider").is_none()
-        && matches!(
-            m.connector.get("protocol").and_then(Value::as_str),
-            Some("http" | "aws_sigv4")
-        );
-    if !user_written || predict_body(&m.connector).is_none() {
-        return Ok(None);
-    }
-    let shown = if url.contains("/converse") {
-        Some(Interface::BedrockConverse)
-    } else if url.ends_with("/chat/completions") {
-        Some(Interface::OpenAiChat)
-    } else if url.contains(":generateContent") {
-        Some(Interface::GeminiGenerateContent)
-    } else {
-        None
-    };
-    let named = interface.map(|i| {
-        Interface::parse(i).ok_or_else(|| {
-            invalid(
-                "parameters._llm_interface",
-                format!(
-                    "{i:?} is not supported; expected bedrock/converse/claude, bedrock/converse, bedrock/converse/deepseek_r1, openai/v1/chat/completions or gemini/v1beta/generatecontent"
-                ),
-            )
-        })
-    });
-    if is_agent_template(&m.connector) {
-        return match named.transpose()?.or(shown) {
-            Some(i) => Ok(Some(i)),
-            None => Err(invalid(
-                "parameters._llm_interface",
-                "required: the model's connector does not show which API it speaks",
-            )),
-        };
-    }
-    Ok(match (interface, shown) {
-        // Gemini has no provider of its own here: a prompt-only body is a completion.
-        (None, None | Some(Interface::GeminiGenerateContent)) => Some(Interface::Completion),
-        _ => None,
     })
 }
 

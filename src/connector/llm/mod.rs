@@ -103,6 +103,61 @@ pub fn predict_body(connector: &Value) -> Option<&str> {
         .as_str()
 }
 
+/// Whether a registered model is called through its connector's own `request_body` (as
+/// ml-commons does), and how: a user-written connector (no `model_provider`) whose body is
+/// written for function calling (it names `_chat_history`, `_interactions`, `_tools` or
+/// `tool_configs`) is read per its `_llm_interface` (or what its URL shows); one whose URL
+/// shows no chat API and that names no interface is a text-completion model (prompt in,
+/// `response_filter` out). Other bodies carry only a prompt, which would lose the
+/// conversation and tools: the interface's own provider speaks for them.
+pub fn select(
+    connector: &Value,
+    interface: Option<&str>,
+    url: &str,
+) -> Result<Option<Interface>, super::Invalid> {
+    let user_written = connector.get("model_provider").is_none()
+        && matches!(
+            connector.get("protocol").and_then(Value::as_str),
+            Some("http" | "aws_sigv4")
+        );
+    if !user_written || predict_body(connector).is_none() {
+        return Ok(None);
+    }
+    let shown = if url.contains("/converse") {
+        Some(Interface::BedrockConverse)
+    } else if url.ends_with("/chat/completions") {
+        Some(Interface::OpenAiChat)
+    } else if url.contains(":generateContent") {
+        Some(Interface::GeminiGenerateContent)
+    } else {
+        None
+    };
+    let named = interface.map(|i| {
+        Interface::parse(i).ok_or_else(|| {
+            super::invalid(
+                "parameters._llm_interface",
+                format!(
+                    "{i:?} is not supported; expected bedrock/converse/claude, bedrock/converse, bedrock/converse/deepseek_r1, openai/v1/chat/completions or gemini/v1beta/generatecontent"
+                ),
+            )
+        })
+    });
+    if is_agent_template(connector) {
+        return match named.transpose()?.or(shown) {
+            Some(i) => Ok(Some(i)),
+            None => Err(super::invalid(
+                "parameters._llm_interface",
+                "required: the model's connector does not show which API it speaks",
+            )),
+        };
+    }
+    Ok(match (interface, shown) {
+        // Gemini has no provider of its own here: a prompt-only body is a completion.
+        (None, None | Some(Interface::GeminiGenerateContent)) => Some(Interface::Completion),
+        _ => None,
+    })
+}
+
 /// A connector's credential, kept out of `Debug` output.
 #[derive(Clone, Default)]
 pub struct Credential(pub Map<String, Value>);
