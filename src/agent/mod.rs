@@ -4,6 +4,7 @@
 pub mod approvals;
 pub mod flow;
 pub mod history;
+pub mod per;
 pub mod react;
 pub mod registry;
 pub mod spec;
@@ -47,6 +48,8 @@ pub struct Report {
     /// What the run told the client besides the answer (`content_dropped`, `input_notices`),
     /// by name, so a synchronous answer reports it as the stream did.
     pub notices: Vec<(String, serde_json::Value)>,
+    /// A plan-execute-reflect run's executor: its memory id and its last step's interaction.
+    pub executor: Option<(String, String)>,
 }
 
 /// Runs `agent` on `input` with the loop its type calls for.
@@ -72,6 +75,10 @@ pub async fn drive(
     );
     let report = if agent.kind.is_flow() {
         flow::run(agent, input, emitter, cancel, store)
+            .instrument(span.clone())
+            .await
+    } else if agent.kind == AgentKind::PlanExecuteReflect {
+        per::run(agent, input, emitter, cancel, store)
             .instrument(span.clone())
             .await
     } else {

@@ -511,17 +511,14 @@ pub async fn compile(
             ),
         )
     })?;
-    if kind == AgentKind::PlanExecuteReflect {
-        return Err(invalid(
-            "type",
-            "plan_execute_and_reflect is not supported yet; use conversational_v2 (or flow for fixed steps)",
-        ));
-    }
     let mut parameters = match b.get("parameters") {
         None => Map::new(),
         Some(Value::Object(m)) => m.clone(),
         Some(_) => return Err(invalid("parameters", "must be an object")),
     };
+    if kind == AgentKind::PlanExecuteReflect {
+        check_per_parameters(&parameters)?;
+    }
     let interface = parameters
         .remove("_llm_interface")
         .and_then(|v| v.as_str().map(str::to_string));
@@ -629,6 +626,27 @@ pub async fn compile(
         },
         model_id: model_ref,
     })
+}
+
+/// A plan-execute-reflect agent's bounds must be numbers ml-commons would take.
+fn check_per_parameters(p: &Map<String, Value>) -> Result<(), Invalid> {
+    for key in [
+        "max_steps",
+        "executor_max_iterations",
+        "message_history_limit",
+        "executor_message_history_limit",
+    ] {
+        let Some(v) = p.get(key) else { continue };
+        let n = v.as_u64().or_else(|| v.as_str()?.trim().parse().ok());
+        let low = if key.ends_with("history_limit") { 0 } else { 1 };
+        if !n.is_some_and(|n| (low..=100).contains(&n)) {
+            return Err(invalid(
+                format!("parameters.{key}"),
+                format!("must be a whole number from {low} to 100"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A registration's `attributes`: `input_schema` (a JSON Schema object, or its JSON text as

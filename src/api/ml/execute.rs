@@ -285,6 +285,9 @@ fn respond(agent: &Agent, p: &Prepared, report: &Report) -> Result<Value, MlErro
         output.push(json!({ "name": "response", "dataAsMap": data }));
         return Ok(json!({ "inference_results": [{ "output": output }] }));
     }
+    if agent.kind == crate::config::AgentKind::PlanExecuteReflect {
+        return Ok(respond_per(p, report, text));
+    }
     if let Some(m) = &p.memory_id {
         output.push(json!({ "name": "memory_id", "result": m }));
         // The V1 docs name it parent_message_id, later ones parent_interaction_id: both.
@@ -320,6 +323,36 @@ fn respond(agent: &Agent, p: &Prepared, report: &Report) -> Result<Value, MlErro
         }
     }
     Ok(json!({ "inference_results": [{ "output": output }] }))
+}
+
+/// A plan-execute-reflect answer as ml-commons shapes it: the planner's memory and
+/// interaction, the executor's, then the final answer as `dataAsMap.response`.
+fn respond_per(p: &Prepared, report: &Report, text: String) -> Value {
+    let mut output = Vec::new();
+    let mut top = serde_json::Map::new();
+    if let Some(m) = &p.memory_id {
+        output.push(json!({ "name": "memory_id", "result": m }));
+        output.push(json!({ "name": "parent_interaction_id", "result": p.interaction_id }));
+        output.push(json!({ "name": "parent_message_id", "result": p.interaction_id }));
+        top.insert("memory_id".into(), json!(m));
+    }
+    if let Some((memory, interaction)) = &report.executor {
+        output.push(json!({ "name": "executor_agent_memory_id", "result": memory }));
+        output.push(json!({ "name": "executor_agent_parent_interaction_id", "result": interaction }));
+        top.insert("executor_agent_memory_id".into(), json!(memory));
+    }
+    output.push(json!({ "name": "response", "dataAsMap": { "response": text } }));
+    for (name, value) in &report.notices {
+        output.push(json!({ "name": name, "dataAsMap": { name.as_str(): value } }));
+    }
+    if p.include_token_usage {
+        output.push(json!({ "name": "token_usage", "dataAsMap": report.usage.report() }));
+    }
+    top.insert(
+        "inference_results".into(),
+        json!([{ "output": output }]),
+    );
+    Value::Object(top)
 }
 
 /// `POST /_plugins/_ml/agents/{id}/_execute`.
@@ -389,6 +422,8 @@ async fn start_task(
     )
     .await;
     let memory_id = prepared.memory_id.clone();
+    let prepared_interaction = prepared.interaction_id.clone();
+    let is_per = agent.kind == crate::config::AgentKind::PlanExecuteReflect;
     let store = Arc::clone(&state.store);
     tokio::spawn(async move {
         let report = started.finish().await;
@@ -408,6 +443,9 @@ async fn start_task(
     let mut answer = json!({ "task_id": task_id, "status": "RUNNING" });
     if let Some(m) = memory_id {
         answer["response"] = json!({ "memory_id": m });
+        if is_per {
+            answer["response"]["parent_interaction_id"] = json!(prepared_interaction);
+        }
     }
     Ok(Json(answer).into_response())
 }
