@@ -250,7 +250,10 @@ pub async fn run(
     if keeps {
         report.executor = Some((
             per.executor.thread.clone(),
-            per.executor.parent_interaction_id.clone().unwrap_or_default(),
+            per.executor
+                .parent_interaction_id
+                .clone()
+                .unwrap_or_default(),
         ));
     }
     report.messages = per.emitter.transcript().messages();
@@ -314,14 +317,26 @@ impl Per<'_> {
         if let Some(ts) = &thread_store {
             let stored = ts.prepare(&input.raw_messages).await.map_err(unavailable)?;
             earlier = interactions(&stored, &input.raw_messages, self.settings.history_limit);
-            if !self.executor.thread.is_empty() && !earlier.is_empty() {
-                // A continued conversation continues its executor's memory too, when named.
-                if let Some(exec) = self.agent.thread_store(
-                    self.store.clone(),
-                    &self.executor.thread,
-                    &self.overrides,
-                ) {
-                    self.executor.history = exec.load().await.map_err(unavailable)?;
+            // The executor's memory belongs to whoever owns the conversation; one named by
+            // the execution (`executor_agent_memory_id`) must be theirs.
+            if let Some(store) = &self.store {
+                let owner = store
+                    .thread_owner(&self.agent.id, &input.thread_id)
+                    .await
+                    .map_err(unavailable)?
+                    .unwrap_or_default();
+                let holder = store
+                    .claim_thread(&self.agent.id, &self.executor.thread, &owner)
+                    .await
+                    .map_err(unavailable)?;
+                if holder != owner {
+                    return Err(stop(
+                        "INVALID_PARAMETERS",
+                        format!(
+                            "executor_agent_memory_id: no memory {:?} of this conversation's owner",
+                            self.executor.thread
+                        ),
+                    ));
                 }
             }
         }
@@ -512,7 +527,8 @@ impl Per<'_> {
             params: self.agent.params.clone(),
         };
         let provider = &self.agent.provider;
-        let mut stream = retry::stream_with_retries(Arc::clone(provider), request, self.agent.retry);
+        let mut stream =
+            retry::stream_with_retries(Arc::clone(provider), request, self.agent.retry);
         let mut text = String::new();
         let mut usage: Option<crate::model::Usage> = None;
         loop {
@@ -555,10 +571,7 @@ impl Per<'_> {
         let mut messages = self.executor.history.clone();
         messages.push(question.clone());
         let mut parameters = Map::new();
-        parameters.insert(
-            "system_prompt".into(),
-            json!(self.settings.executor_system),
-        );
+        parameters.insert("system_prompt".into(), json!(self.settings.executor_system));
         parameters.insert(
             "max_iteration".into(),
             json!(self.settings.executor_max_iterations),
@@ -767,12 +780,16 @@ mod tests {
             want
         );
         assert_eq!(
-            parse_plan("Here is the plan: {\"steps\": [\"list the indexes\"], \"result\": null} Done.")
-                .unwrap(),
+            parse_plan(
+                "Here is the plan: {\"steps\": [\"list the indexes\"], \"result\": null} Done."
+            )
+            .unwrap(),
             want
         );
         assert_eq!(
-            parse_plan(r#"{"steps": [], "result": "42"}"#).unwrap().result,
+            parse_plan(r#"{"steps": [], "result": "42"}"#)
+                .unwrap()
+                .result,
             "42"
         );
     }

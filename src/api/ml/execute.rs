@@ -338,7 +338,8 @@ fn respond_per(p: &Prepared, report: &Report, text: String) -> Value {
     }
     if let Some((memory, interaction)) = &report.executor {
         output.push(json!({ "name": "executor_agent_memory_id", "result": memory }));
-        output.push(json!({ "name": "executor_agent_parent_interaction_id", "result": interaction }));
+        output
+            .push(json!({ "name": "executor_agent_parent_interaction_id", "result": interaction }));
         top.insert("executor_agent_memory_id".into(), json!(memory));
     }
     output.push(json!({ "name": "response", "dataAsMap": { "response": text } }));
@@ -348,10 +349,7 @@ fn respond_per(p: &Prepared, report: &Report, text: String) -> Value {
     if p.include_token_usage {
         output.push(json!({ "name": "token_usage", "dataAsMap": report.usage.report() }));
     }
-    top.insert(
-        "inference_results".into(),
-        json!([{ "output": output }]),
-    );
+    top.insert("inference_results".into(), json!([{ "output": output }]));
     Value::Object(top)
 }
 

@@ -1,0 +1,369 @@
+/// A `plan_execute_and_reflect` agent plans with one model call, runs each step through a ReAct
+/// executor with the agent's tools, reflects on the completed steps until the planner gives a
+/// result or `max_steps` is reached; it answers in ml-commons' shape (sync, async, streamed).
+mod common;
+
+use std::time::Duration;
+
+use common::{FakeOpenAi, Gateway, Reply, of_type, read_events, text_chunks, tool_call_turn};
+use serde_json::{Value, json};
+
+const MINIMAL: &str = "[[agents]]\nid = \"cfg\"\n[agents.model]\nprovider = \"scripted\"\n";
+const QUESTION: &str = "Should I take an umbrella in Paris?";
+const STEP_1: &str = "Get the current weather in Paris";
+const STEP_2: &str = "Decide whether an umbrella is needed";
+const FINAL: &str = "Paris is sunny at 21C: no umbrella needed.";
+
+async fn call(gw: &Gateway, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let client = reqwest::Client::new();
+    let req = match method {
+        "GET" => client.get(gw.url(path)),
+        _ => client.post(gw.url(path)),
+    };
+    let req = match body {
+        Some(b) => req.json(&b),
+        None => req,
+    };
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+fn output<'a>(resp: &'a Value, name: &str) -> &'a Value {
+    resp["inference_results"][0]["output"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no output in {resp}"))
+        .iter()
+        .find(|o| o["name"] == name)
+        .unwrap_or_else(|| panic!("no output {name:?} in {resp}"))
+}
+
+/// Planner, executor (a tool call, then its result), reflect (one more step), executor (text),
+/// reflect (the result).
+fn two_step_script() -> Vec<Reply> {
+    vec![
+        Reply::Sse(text_chunks(
+            &json!({"steps": [STEP_1, STEP_2], "result": ""}).to_string(),
+        )),
+        Reply::Sse(tool_call_turn(
+            "call_w",
+            "get_weather",
+            r#"{"city":"Paris"}"#,
+        )),
+        Reply::Sse(text_chunks("Paris is sunny, 21C.")),
+        // Fenced, with words around it: still a plan.
+        Reply::Sse(text_chunks(&format!(
+            "Updated plan:\n```json\n{}\n```",
+            json!({"steps": [STEP_2], "result": ""})
+        ))),
+        Reply::Sse(text_chunks("No umbrella is needed.")),
+        Reply::Sse(text_chunks(
+            &json!({"steps": [], "result": FINAL}).to_string(),
+        )),
+    ]
+}
+
+async fn register(gw: &Gateway, up: &FakeOpenAi, parameters: Value) -> String {
+    let (status, reg) = call(
+        gw,
+        "POST",
+        "/_plugins/_ml/agents/_register",
+        Some(json!({
+            "name": "per", "type": "plan_execute_and_reflect",
+            "model": {"model_id": "gpt-test", "model_provider": "openai/v1/chat/completions",
+                      "credential": {"openAI_key": "sk-x"}, "model_parameters": {"base_url": up.base_url()}},
+            "memory": {"type": "conversation_index"},
+            "parameters": parameters,
+            "tools": [{"type": "http", "name": "get_weather", "description": "Current weather for a city",
+                       "url": format!("http://{}/weather", up.addr),
+                       "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]
+        })),
+    )
+    .await;
+    assert_eq!(status, 200, "{reg}");
+    reg["agent_id"].as_str().unwrap().to_string()
+}
+
+fn user_text(req: &Value) -> String {
+    req["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn plans_executes_each_step_with_tools_reflects_and_answers_in_ml_commons_shape() {
+    let up = FakeOpenAi::start(two_step_script()).await;
+    let gw = Gateway::start(MINIMAL).await;
+    let id = register(
+        &gw,
+        &up,
+        json!({"executor_system_prompt": "You are the executor."}),
+    )
+    .await;
+    let (status, resp) = call(
+        &gw,
+        "POST",
+        &format!("/_plugins/_ml/agents/{id}/_execute"),
+        Some(json!({"parameters": {"question": QUESTION}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{resp}");
+    assert_eq!(output(&resp, "response")["dataAsMap"]["response"], FINAL);
+    let memory_id = output(&resp, "memory_id")["result"].as_str().unwrap();
+    let executor_memory = output(&resp, "executor_agent_memory_id")["result"]
+        .as_str()
+        .unwrap();
+    assert_ne!(memory_id, executor_memory);
+    assert!(output(&resp, "parent_interaction_id")["result"].is_string());
+    assert!(output(&resp, "parent_message_id")["result"].is_string());
+    assert!(output(&resp, "executor_agent_parent_interaction_id")["result"].is_string());
+
+    let reqs = up.requests();
+    assert_eq!(reqs.len(), 6, "{reqs:#?}");
+    // The planner: the objective and the tools, offered as text (it calls none itself).
+    let planner = user_text(&reqs[0]);
+    assert!(
+        planner.contains(&format!("Objective: {QUESTION}")),
+        "{planner}"
+    );
+    assert!(planner.contains("get_weather"), "{planner}");
+    assert!(
+        reqs[0]
+            .get("tools")
+            .is_none_or(|t| t.as_array().unwrap().is_empty())
+    );
+    // The executor: its own system prompt, the step as its question, the tools to call.
+    assert_eq!(reqs[1]["messages"][0]["content"], "You are the executor.");
+    assert!(user_text(&reqs[1]).contains(STEP_1));
+    assert!(!user_text(&reqs[1]).contains(QUESTION));
+    assert_eq!(reqs[1]["tools"][0]["function"]["name"], "get_weather");
+    assert_eq!(up.upstream.tool_calls.lock().unwrap()[0]["city"], "Paris");
+    assert!(
+        reqs[2].to_string().contains("sunny"),
+        "the tool result reached the executor"
+    );
+    // Reflect: the plan and the completed step with its result.
+    let reflect = user_text(&reqs[3]);
+    assert!(reflect.contains(&format!("Step 1: {STEP_1}")), "{reflect}");
+    assert!(
+        reflect.contains("Step 1 Result: Paris is sunny, 21C."),
+        "{reflect}"
+    );
+    // The second step's executor remembers the first step.
+    let second = user_text(&reqs[4]);
+    assert!(
+        second.contains(STEP_1) && second.contains(STEP_2),
+        "{second}"
+    );
+    let reflect2 = user_text(&reqs[5]);
+    assert!(
+        reflect2.contains(&format!("Step 2: {STEP_2}")),
+        "{reflect2}"
+    );
+
+    // The outer memory keeps the question and the answer; the executor's has the steps.
+    let (status, outer) = call(
+        &gw,
+        "GET",
+        &format!("/_plugins/_ml/memory/{memory_id}/messages"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{outer}");
+    let outer = outer["messages"].as_array().unwrap();
+    assert_eq!(outer.len(), 1, "{outer:?}");
+    assert_eq!(outer[0]["input"], QUESTION);
+    assert_eq!(outer[0]["response"], FINAL);
+    let (status, inner) = call(
+        &gw,
+        "GET",
+        &format!("/_plugins/_ml/memory/{executor_memory}/messages"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{inner}");
+    let inner = inner["messages"].as_array().unwrap();
+    assert_eq!(inner.len(), 2, "{inner:?}");
+    assert_eq!(inner[0]["input"], STEP_1);
+    assert_eq!(inner[1]["response"], "No umbrella is needed.");
+}
+
+#[tokio::test]
+async fn streams_each_step_with_its_tool_calls_and_the_answer_last() {
+    let up = FakeOpenAi::start(two_step_script()).await;
+    let gw = Gateway::start(MINIMAL).await;
+    let id = register(&gw, &up, json!({})).await;
+    let resp = reqwest::Client::new()
+        .post(gw.url(&format!("/_plugins/_ml/agents/{id}/_execute/stream")))
+        .json(&json!({"parameters": {"question": QUESTION}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let events = read_events(resp, true).await;
+    let steps: Vec<(String, String)> = events
+        .iter()
+        .filter(|e| e["type"] == "STEP_STARTED" || e["type"] == "STEP_FINISHED")
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap().to_string(),
+                e["stepName"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let pair = |name: &str| {
+        [
+            ("STEP_STARTED".to_string(), name.to_string()),
+            ("STEP_FINISHED".to_string(), name.to_string()),
+        ]
+    };
+    let mut want = pair(STEP_1).to_vec();
+    want.extend(pair(STEP_2));
+    assert_eq!(steps, want);
+    // The tool call streams inside the first step, with its result.
+    let pos = |pred: &dyn Fn(&Value) -> bool| events.iter().position(pred).unwrap();
+    let call = pos(&|e| e["type"] == "TOOL_CALL_START" && e["toolCallName"] == "get_weather");
+    let result = pos(&|e| e["type"] == "TOOL_CALL_RESULT");
+    let first_end = pos(&|e| e["type"] == "STEP_FINISHED");
+    assert!(call < result && result < first_end);
+    assert!(
+        events[result]["content"]
+            .as_str()
+            .unwrap()
+            .contains("sunny")
+    );
+    // Each plan is told; the answer is the last text message; one lifecycle.
+    assert_eq!(
+        of_type(&events, "CUSTOM")
+            .iter()
+            .filter(|e| e["name"] == "plan")
+            .count(),
+        3
+    );
+    let last_text = of_type(&events, "TEXT_MESSAGE_CONTENT").last().unwrap()["delta"].clone();
+    assert_eq!(last_text, FINAL);
+    assert_eq!(of_type(&events, "RUN_STARTED").len(), 1);
+    assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED");
+}
+
+#[tokio::test]
+async fn runs_asynchronously_as_a_task() {
+    let up = FakeOpenAi::start(two_step_script()).await;
+    let gw = Gateway::start(MINIMAL).await;
+    let id = register(&gw, &up, json!({})).await;
+    let (status, task) = call(
+        &gw,
+        "POST",
+        &format!("/_plugins/_ml/agents/{id}/_execute?async=true"),
+        Some(json!({"parameters": {"question": QUESTION}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{task}");
+    assert!(task["response"]["memory_id"].is_string(), "{task}");
+    assert!(
+        task["response"]["parent_interaction_id"].is_string(),
+        "{task}"
+    );
+    let task_id = task["task_id"].as_str().unwrap();
+    let mut done = Value::Null;
+    for _ in 0..200 {
+        let (_, t) = call(&gw, "GET", &format!("/_plugins/_ml/tasks/{task_id}"), None).await;
+        if t["state"] != "RUNNING" {
+            done = t;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(done["state"], "COMPLETED", "{done}");
+    let response = &done["response"];
+    assert_eq!(output(response, "response")["dataAsMap"]["response"], FINAL);
+    assert_eq!(response["memory_id"], task["response"]["memory_id"]);
+    assert!(
+        response["executor_agent_memory_id"].is_string(),
+        "{response}"
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_plan_is_asked_again_and_max_steps_ends_the_run() {
+    let up = FakeOpenAi::start(vec![
+        Reply::Sse(text_chunks("I would first look at the weather.")),
+        Reply::Sse(text_chunks(&json!({"steps": [STEP_1]}).to_string())),
+        Reply::Sse(text_chunks("Paris is sunny, 21C.")),
+        Reply::Sse(text_chunks(
+            &json!({"steps": [STEP_2], "result": ""}).to_string(),
+        )),
+    ])
+    .await;
+    let gw = Gateway::start(MINIMAL).await;
+    let id = register(&gw, &up, json!({"max_steps": 1})).await;
+    let (status, resp) = call(
+        &gw,
+        "POST",
+        &format!("/_plugins/_ml/agents/{id}/_execute"),
+        Some(json!({"parameters": {"question": QUESTION}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{resp}");
+    let answer = output(&resp, "response")["dataAsMap"]["response"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(answer.contains("Max steps limit (1)"), "{answer}");
+    assert!(answer.contains("Paris is sunny, 21C."), "{answer}");
+    let reqs = up.requests();
+    // The bad answer and a request for JSON went back to the planner; no fifth call.
+    assert_eq!(reqs.len(), 4, "{reqs:#?}");
+    let repair = reqs[1]["messages"].to_string();
+    assert!(
+        repair.contains("I would first look at the weather.") && repair.contains("JSON"),
+        "{repair}"
+    );
+}
+
+#[tokio::test]
+async fn a_planner_that_never_answers_a_plan_fails_clearly_and_bad_bounds_are_refused() {
+    let up = FakeOpenAi::start(vec![
+        Reply::Sse(text_chunks("no plan")),
+        Reply::Sse(text_chunks("still no plan")),
+    ])
+    .await;
+    let gw = Gateway::start(MINIMAL).await;
+    let id = register(&gw, &up, json!({})).await;
+    let (status, resp) = call(
+        &gw,
+        "POST",
+        &format!("/_plugins/_ml/agents/{id}/_execute"),
+        Some(json!({"parameters": {"question": QUESTION}})),
+    )
+    .await;
+    assert!(status >= 500, "{status} {resp}");
+    assert!(resp.to_string().contains("JSON plan"), "{resp}");
+
+    let (status, resp) = call(
+        &gw,
+        "POST",
+        "/_plugins/_ml/agents/_register",
+        Some(json!({
+            "name": "bad", "type": "plan_execute_and_reflect",
+            "model": {"model_id": "gpt-test", "model_provider": "openai/v1/chat/completions",
+                      "credential": {"openAI_key": "sk-x"}, "model_parameters": {"base_url": up.base_url()}},
+            "parameters": {"max_steps": "many"}
+        })),
+    )
+    .await;
+    assert_eq!(status, 400, "{resp}");
+    assert_eq!(
+        resp["error"]["details"]["field"], "parameters.max_steps",
+        "{resp}"
+    );
+}
