@@ -222,6 +222,8 @@ pub struct Shared {
     pub search: Arc<SearchService>,
     /// At most this many backend tool calls of one run execute at once.
     pub tool_concurrency: usize,
+    /// The agent registry, for tools that run other agents (`AgentTool`).
+    pub agents: crate::tools::agent_tool::AgentLink,
 }
 
 /// A runnable agent.
@@ -328,6 +330,13 @@ impl Agent {
                     prompt.clone(),
                     system_prompt.clone(),
                 )),
+                ToolKind::Agent { spec, agent_id } => {
+                    Arc::new(crate::tools::agent_tool::AgentTool::new(
+                        spec.clone(),
+                        agent_id.clone(),
+                        Arc::clone(&deps.agents),
+                    ))
+                }
                 ToolKind::Mcp(c) => {
                     let client = match &c.transport {
                         crate::tools::mcp::McpTransport::Http { url, .. } => net

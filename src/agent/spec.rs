@@ -471,7 +471,7 @@ pub fn check_outbound(
                     check(f("url"), url.as_str())?;
                 }
             }
-            ToolKind::State { .. } | ToolKind::Builtin { .. } => {}
+            ToolKind::State { .. } | ToolKind::Builtin { .. } | ToolKind::Agent { .. } => {}
         }
     }
     Ok(())
@@ -694,7 +694,9 @@ fn apply_attributes(
         )
     })?;
     match &mut tool.kind {
-        ToolKind::Http { spec, .. } | ToolKind::Model { spec, .. } => {
+        ToolKind::Http { spec, .. }
+        | ToolKind::Model { spec, .. }
+        | ToolKind::Agent { spec, .. } => {
             spec.input_schema = schema;
             Ok(())
         }
@@ -896,6 +898,35 @@ async fn compile_tools(
                 options: crate::tools::ToolOptions::default(),
             };
             (tool, p)
+        } else if ty == "AgentTool" {
+            let p = o
+                .get("parameters")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            let agent_id = str_field(&p, "agent_id").ok_or_else(|| {
+                invalid(
+                    f("parameters.agent_id"),
+                    "required: a registered agent's id",
+                )
+            })?;
+            let spec = crate::conversation::ToolSpec {
+                name: str_field(o, "name").unwrap_or("AgentTool").to_string(),
+                description: str_field(o, "description")
+                    .unwrap_or("Runs another agent on a question and returns its answer")
+                    .to_string(),
+                input_schema: crate::tools::agent_tool::AgentTool::default_schema(),
+            };
+            let tool = ToolConfig {
+                kind: ToolKind::Agent {
+                    spec,
+                    agent_id: agent_id.to_string(),
+                },
+                options: crate::tools::ToolOptions::default(),
+            };
+            let mut step = p.clone();
+            step.remove("agent_id");
+            (tool, step)
         } else {
             let mut table = o.clone();
             let input = table.remove("input");
