@@ -5,7 +5,11 @@ mod common;
 
 use std::time::Duration;
 
+use agui_gateway::tools::mcp_demo::DemoServer;
+use common::bedrock_fake::{BedrockReply, FakeBedrock, text_events, tool_use_events};
 use common::{FakeOpenAi, Gateway, Reply, of_type, read_events, text_chunks, tool_call_turn};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
 
 const MINIMAL: &str = "[[agents]]\nid = \"cfg\"\n[agents.model]\nprovider = \"scripted\"\n";
@@ -366,4 +370,146 @@ async fn a_planner_that_never_answers_a_plan_fails_clearly_and_bad_bounds_are_re
         resp["error"]["details"]["field"], "parameters.max_steps",
         "{resp}"
     );
+}
+
+/// rmcp's streamable HTTP demo server (`echo`, `add`, `fail`) at `/mcp`.
+async fn start_mcp() -> String {
+    let service: StreamableHttpService<DemoServer, LocalSessionManager> =
+        StreamableHttpService::new(
+            || Ok(DemoServer::new()),
+            Default::default(),
+            StreamableHttpServerConfig::default().with_sse_keep_alive(None),
+        );
+    let app = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}
+
+/// Seed 000 §3.2.3 as written: `llm.model_id` (a Bedrock Converse connector),
+/// `_llm_interface: bedrock/converse/claude`, `parameters.mcp_connectors`, conversation_index.
+#[tokio::test]
+async fn the_seed_registration_runs_on_bedrock_with_mcp_connector_tools() {
+    let mcp = start_mcp().await;
+    let plan = json!({"steps": ["Add 6 and 7 with the add tool"], "result": ""}).to_string();
+    let done = json!({"steps": [], "result": "6 + 7 = 13."}).to_string();
+    let fake = FakeBedrock::start(vec![
+        BedrockReply::Events(text_events(&plan)),
+        BedrockReply::Events(tool_use_events("tu1", "add", r#"{"a":6,"b":7}"#)),
+        BedrockReply::Events(text_events("The sum is 13.")),
+        BedrockReply::Events(text_events(&done)),
+    ])
+    .await;
+    let gw = Gateway::start(MINIMAL).await;
+    let (status, c) = call(
+        &gw,
+        "POST",
+        "/_plugins/_ml/connectors/_create",
+        Some(json!({
+            "name": "Amazon Bedrock Claude", "protocol": "aws_sigv4", "version": 1,
+            "parameters": { "region": "us-east-1", "service_name": "bedrock",
+                            "model": "us.anthropic.claude-3-7-sonnet-20250219-v1:0" },
+            "credential": { "access_key": "AKIDPER", "secret_key": "per-secret" },
+            "actions": [{ "action_type": "predict", "method": "POST",
+                "url": format!("{}/model/${{parameters.model}}/converse", fake.endpoint()),
+                "headers": { "content-type": "application/json" },
+                "request_body": "{ \"system\": [{\"text\": \"${parameters.system_prompt}\"}], \"messages\": [${parameters._chat_history:-}{\"role\":\"user\",\"content\":[{\"text\":\"${parameters.prompt}\"}]}${parameters._interactions:-}]${parameters.tool_configs:-} }" }]
+        })),
+    )
+    .await;
+    assert_eq!(status, 200, "{c}");
+    let (status, m) = call(
+        &gw,
+        "POST",
+        "/_plugins/_ml/models/_register",
+        Some(
+            json!({"name": "claude", "function_name": "remote", "connector_id": c["connector_id"]}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 200, "{m}");
+    let (status, mc) = call(
+        &gw,
+        "POST",
+        "/_plugins/_ml/connectors/_create",
+        Some(
+            json!({"name": "My MCP Connector", "version": 1, "protocol": "mcp_streamable_http",
+                    "url": mcp}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 200, "{mc}");
+    let (status, reg) = call(
+        &gw,
+        "POST",
+        "/_plugins/_ml/agents/_register",
+        Some(json!({
+          "name": "PER Claude 3.7 (SearchIndex)",
+          "type": "plan_execute_and_reflect",
+          "description": "this is a test agent",
+          "llm": {
+            "model_id": m["model_id"],
+            "parameters": {
+              "prompt": "${parameters.question}"
+          }},
+          "memory": {
+            "type": "conversation_index"
+          },
+          "parameters": {
+            "_llm_interface": "bedrock/converse/claude",
+                "mcp_connectors": [
+              {
+                "mcp_connector_id": mc["connector_id"]
+              }
+            ]
+          },
+          "app_type": "os_chat"
+        })),
+    )
+    .await;
+    assert_eq!(status, 200, "{reg}");
+    let id = reg["agent_id"].as_str().unwrap();
+    let (status, resp) = call(
+        &gw,
+        "POST",
+        &format!("/_plugins/_ml/agents/{id}/_execute"),
+        Some(json!({"parameters": {"question": "What is 6 plus 7?"}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{resp}");
+    assert_eq!(
+        output(&resp, "response")["dataAsMap"]["response"],
+        "6 + 7 = 13."
+    );
+    assert!(output(&resp, "executor_agent_memory_id")["result"].is_string());
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 4);
+    // The planner knows the MCP server's tools; the executor called one and saw its result.
+    assert!(reqs[0].body.to_string().contains("add"), "{}", reqs[0].body);
+    assert!(
+        reqs[1]
+            .body
+            .to_string()
+            .contains("Add 6 and 7 with the add tool"),
+        "{}",
+        reqs[1].body
+    );
+    assert!(
+        reqs[2].body.to_string().contains("6 + 7 = 13"),
+        "{}",
+        reqs[2].body
+    );
+    assert!(
+        reqs[3]
+            .body
+            .to_string()
+            .contains("Step 1 Result: The sum is 13."),
+        "{}",
+        reqs[3].body
+    );
+    for r in &reqs {
+        let auth = r.headers["authorization"].to_str().unwrap();
+        assert!(auth.contains("AKIDPER/"), "{auth}");
+    }
 }
