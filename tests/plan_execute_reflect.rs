@@ -513,3 +513,52 @@ async fn the_seed_registration_runs_on_bedrock_with_mcp_connector_tools() {
         assert!(auth.contains("AKIDPER/"), "{auth}");
     }
 }
+
+/// A continued conversation (`memory_id`) shows the planner the earlier questions and answers;
+/// a question the planner can answer at once runs no step.
+#[tokio::test]
+async fn a_continued_conversation_gives_the_planner_the_earlier_interactions() {
+    let up = FakeOpenAi::start(vec![
+        Reply::Sse(text_chunks(
+            &json!({"steps": [], "result": "Paris is the capital of France."}).to_string(),
+        )),
+        Reply::Sse(text_chunks(
+            &json!({"steps": [], "result": "About 2.1 million people."}).to_string(),
+        )),
+    ])
+    .await;
+    let gw = Gateway::start(MINIMAL).await;
+    let id = register(&gw, &up, json!({})).await;
+    let path = format!("/_plugins/_ml/agents/{id}/_execute");
+    let (status, first) = call(
+        &gw,
+        "POST",
+        &path,
+        Some(json!({"parameters": {"question": "What is the capital of France?"}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{first}");
+    let memory_id = output(&first, "memory_id")["result"].as_str().unwrap();
+    let (status, second) = call(
+        &gw,
+        "POST",
+        &path,
+        Some(json!({"parameters": {"question": "How many people live there?", "memory_id": memory_id}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(
+        output(&second, "response")["dataAsMap"]["response"],
+        "About 2.1 million people."
+    );
+    let reqs = up.requests();
+    assert_eq!(reqs.len(), 2);
+    let planner = user_text(&reqs[1]);
+    assert!(
+        planner.contains("Question: What is the capital of France?")
+            && planner.contains("Response: Paris is the capital of France."),
+        "{planner}"
+    );
+    assert!(planner.contains("Objective: How many people live there?"));
+    assert!(!user_text(&reqs[0]).contains("Question:"));
+}

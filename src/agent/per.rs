@@ -179,7 +179,9 @@ impl Settings {
                 .map_or(DEFAULT_EXECUTOR_MAX_ITERATIONS, |n| n as u32),
             executor_history_limit: number("executor_message_history_limit"),
             history_limit: number("message_history_limit")
-                .map_or(DEFAULT_HISTORY_INTERACTIONS, |n| n as usize),
+                .map(|n| n as usize)
+                .or(agent.memory.message_history_limit)
+                .unwrap_or(DEFAULT_HISTORY_INTERACTIONS),
             planner_system: text("system_prompt")
                 .or_else(|| agent.system_prompt.clone())
                 .unwrap_or_else(|| PLANNER_SYSTEM.to_string()),

@@ -852,7 +852,7 @@ async fn compile_tools(
         let ty = str_field(o, "type").ok_or_else(|| {
             invalid(
                 f("type"),
-                "required: MLModelTool, http, builtin, mcp, openapi or search",
+                "required: MLModelTool, AgentTool, http, builtin, mcp, openapi or search",
             )
         })?;
         let include_output = o

@@ -194,3 +194,39 @@ pub async fn check_targets(body: &Value, agents: &Agents) -> Result<(), Invalid>
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_call_nested_too_deep_is_refused_before_anything_runs() {
+        let tool = AgentTool::new(
+            ToolSpec {
+                name: "down".into(),
+                description: String::new(),
+                input_schema: AgentTool::default_schema(),
+            },
+            "inner".into(),
+            AgentLink::default(),
+        );
+        let ctx = ToolContext {
+            thread_id: "t".into(),
+            run_id: "r".into(),
+            tool_call_id: "c".into(),
+            cancel: tokio_util::sync::CancellationToken::new(),
+            state: Arc::new(Value::Null),
+        };
+        let out = DEPTH
+            .scope(MAX_DEPTH, tool.call(json!({"question": "q"}), ctx.clone()))
+            .await;
+        assert!(out.is_error);
+        assert!(out.text.contains("nest at most"), "{}", out.text);
+        // One level less gets as far as looking the agent up (no registry here).
+        let out = DEPTH
+            .scope(MAX_DEPTH - 1, tool.call(json!({"question": "q"}), ctx))
+            .await;
+        assert!(out.is_error);
+        assert!(!out.text.contains("nest at most"), "{}", out.text);
+    }
+}
