@@ -277,6 +277,9 @@ async fn runs_asynchronously_as_a_task() {
         task["response"]["parent_interaction_id"].is_string(),
         "{task}"
     );
+    // The executor's memory is named at once, so it can be followed while the task runs.
+    let executor = task["response"]["executor_agent_memory_id"].clone();
+    assert!(executor.is_string(), "{task}");
     let task_id = task["task_id"].as_str().unwrap();
     let mut done = Value::Null;
     for _ in 0..200 {
@@ -291,9 +294,10 @@ async fn runs_asynchronously_as_a_task() {
     let response = &done["response"];
     assert_eq!(output(response, "response")["dataAsMap"]["response"], FINAL);
     assert_eq!(response["memory_id"], task["response"]["memory_id"]);
-    assert!(
-        response["executor_agent_memory_id"].is_string(),
-        "{response}"
+    assert_eq!(response["executor_agent_memory_id"], executor, "{response}");
+    assert_eq!(
+        output(response, "executor_agent_memory_id")["result"],
+        executor
     );
 }
 

@@ -77,6 +77,9 @@ struct Prepared {
     interaction_id: String,
     verbose: bool,
     include_token_usage: bool,
+    /// A plan-execute-reflect run's executor memory, named before it starts (an async task
+    /// reports it at once).
+    executor_memory_id: Option<String>,
 }
 
 /// Validates an execute body (`parameters` and / or the standard `input`) and builds the run.
@@ -171,6 +174,23 @@ async fn prepare(
         }
     }
     let thread = memory_id.clone().unwrap_or_else(new_doc_id);
+    let executor_memory_id =
+        if agent.kind == crate::config::AgentKind::PlanExecuteReflect && agent.memory.store {
+            let id = match params.get("executor_agent_memory_id") {
+                Some(Value::String(e)) if !e.is_empty() && !e.contains('\0') => e.clone(),
+                None => new_doc_id(),
+                Some(_) => {
+                    return Err(MlError::bad(
+                        "parameters.executor_agent_memory_id",
+                        "must be a non-empty string without NUL characters",
+                    ));
+                }
+            };
+            params.insert("executor_agent_memory_id".into(), json!(id));
+            Some(id)
+        } else {
+            None
+        };
     let interaction_id = messages
         .iter()
         .rev()
@@ -199,6 +219,7 @@ async fn prepare(
         interaction_id,
         verbose,
         include_token_usage,
+        executor_memory_id,
     })
 }
 
@@ -422,6 +443,7 @@ async fn start_task(
     let memory_id = prepared.memory_id.clone();
     let prepared_interaction = prepared.interaction_id.clone();
     let is_per = agent.kind == crate::config::AgentKind::PlanExecuteReflect;
+    let executor_memory_id = prepared.executor_memory_id.clone();
     let store = Arc::clone(&state.store);
     tokio::spawn(async move {
         let report = started.finish().await;
@@ -443,6 +465,9 @@ async fn start_task(
         answer["response"] = json!({ "memory_id": m });
         if is_per {
             answer["response"]["parent_interaction_id"] = json!(prepared_interaction);
+            if let Some(e) = executor_memory_id {
+                answer["response"]["executor_agent_memory_id"] = json!(e);
+            }
         }
     }
     Ok(Json(answer).into_response())
