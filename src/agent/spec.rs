@@ -597,6 +597,12 @@ pub async fn compile(
         .and_then(Value::as_str)
         .filter(|s| !s.trim().is_empty())
         .map(str::to_string);
+    // ml-commons hands the llm's parameters (`prompt` above all) to the run like its own.
+    for (k, v) in &llm_params {
+        if !matches!(k.as_str(), "max_iteration" | "system_prompt") && !parameters.contains_key(k) {
+            parameters.insert(k.clone(), v.clone());
+        }
+    }
     let memory = memory_config(b.get("memory"))?;
     let (mut tools, flow) = compile_tools(b.get("tools"), kind, models, idle_timeout_secs).await?;
     if let Some(list) = parameters.remove("mcp_connectors") {
