@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use agui_gateway::tools::mcp_demo::DemoServer;
 use common::bedrock_fake::{BedrockReply, FakeBedrock, text_events, tool_use_events};
-use common::{FakeOpenAi, Gateway, Reply, of_type, read_events, text_chunks, tool_call_turn};
+use common::{
+    FakeOpenAi, Gateway, Reply, of_type, read_events, read_until, text_chunks, tool_call_turn,
+};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
@@ -199,6 +201,19 @@ async fn plans_executes_each_step_with_tools_reflects_and_answers_in_ml_commons_
     assert_eq!(inner.len(), 2, "{inner:?}");
     assert_eq!(inner[0]["input"], STEP_1);
     assert_eq!(inner[1]["response"], "No umbrella is needed.");
+    // The executor's parent interaction is its last step, readable as a message.
+    let last_step = output(&resp, "executor_agent_parent_interaction_id")["result"]
+        .as_str()
+        .unwrap();
+    let (status, message) = call(
+        &gw,
+        "GET",
+        &format!("/_plugins/_ml/memory/message/{last_step}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{message}");
+    assert_eq!(message["input"], STEP_2, "{message}");
 }
 
 #[tokio::test]
@@ -565,4 +580,36 @@ async fn a_continued_conversation_gives_the_planner_the_earlier_interactions() {
     );
     assert!(planner.contains("Objective: How many people live there?"));
     assert!(!user_text(&reqs[0]).contains("Question:"));
+}
+
+/// A client that goes away during a step cancels the executor's model call.
+#[tokio::test]
+async fn a_gone_client_cancels_the_step_under_way() {
+    let up = FakeOpenAi::start(vec![
+        Reply::Sse(text_chunks(
+            &json!({"steps": [STEP_1], "result": ""}).to_string(),
+        )),
+        Reply::Stall(vec![
+            json!({"choices": [{"index": 0, "delta": {"content": "Looking..."}}]}),
+        ]),
+    ])
+    .await;
+    let gw = Gateway::start(MINIMAL).await;
+    let id = register(&gw, &up, json!({})).await;
+    let mut resp = reqwest::Client::new()
+        .post(gw.url(&format!("/_plugins/_ml/agents/{id}/_execute/stream")))
+        .json(&json!({"parameters": {"question": QUESTION}}))
+        .send()
+        .await
+        .unwrap();
+    read_until(&mut resp, "Looking...").await;
+    drop(resp);
+    tokio::time::timeout(Duration::from_secs(10), up.upstream.dropped.notified())
+        .await
+        .expect("the executor's upstream request was not dropped after the client left");
+    assert_eq!(
+        up.requests().len(),
+        2,
+        "no reflect call after the client left"
+    );
 }
