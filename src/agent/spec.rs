@@ -495,7 +495,7 @@ pub fn check_outbound(
                     check(f("url"), url.as_str())?;
                 }
             }
-            ToolKind::State { .. } | ToolKind::Builtin { .. } => {}
+            ToolKind::State { .. } | ToolKind::Builtin { .. } | ToolKind::Agent { .. } => {}
         }
     }
     Ok(())
@@ -535,17 +535,14 @@ pub async fn compile(
             ),
         )
     })?;
-    if kind == AgentKind::PlanExecuteReflect {
-        return Err(invalid(
-            "type",
-            "plan_execute_and_reflect is not supported yet; use conversational_v2 (or flow for fixed steps)",
-        ));
-    }
     let mut parameters = match b.get("parameters") {
         None => Map::new(),
         Some(Value::Object(m)) => m.clone(),
         Some(_) => return Err(invalid("parameters", "must be an object")),
     };
+    if kind == AgentKind::PlanExecuteReflect {
+        check_per_parameters(&parameters)?;
+    }
     let interface = parameters
         .remove("_llm_interface")
         .and_then(|v| v.as_str().map(str::to_string));
@@ -671,6 +668,27 @@ pub async fn compile(
     })
 }
 
+/// A plan-execute-reflect agent's bounds must be numbers ml-commons would take.
+fn check_per_parameters(p: &Map<String, Value>) -> Result<(), Invalid> {
+    for key in [
+        "max_steps",
+        "executor_max_iterations",
+        "message_history_limit",
+        "executor_message_history_limit",
+    ] {
+        let Some(v) = p.get(key) else { continue };
+        let n = v.as_u64().or_else(|| v.as_str()?.trim().parse().ok());
+        let low = if key.ends_with("history_limit") { 0 } else { 1 };
+        if !n.is_some_and(|n| (low..=100).contains(&n)) {
+            return Err(invalid(
+                format!("parameters.{key}"),
+                format!("must be a whole number from {low} to 100"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A registration's `attributes`: `input_schema` (a JSON Schema object, or its JSON text as
 /// ml-commons also takes it) becomes what the model is offered for the tool; `strict` must be a
 /// boolean. A multi-tool entry (MCP, OpenAPI, search) has its schemas from its source.
@@ -716,7 +734,9 @@ fn apply_attributes(
         )
     })?;
     match &mut tool.kind {
-        ToolKind::Http { spec, .. } | ToolKind::Model { spec, .. } => {
+        ToolKind::Http { spec, .. }
+        | ToolKind::Model { spec, .. }
+        | ToolKind::Agent { spec, .. } => {
             spec.input_schema = schema;
             Ok(())
         }
@@ -872,7 +892,7 @@ async fn compile_tools(
         let ty = str_field(o, "type").ok_or_else(|| {
             invalid(
                 f("type"),
-                "required: MLModelTool, http, builtin, mcp, openapi or search",
+                "required: MLModelTool, AgentTool, http, builtin, mcp, openapi or search",
             )
         })?;
         let include_output = o
@@ -923,6 +943,35 @@ async fn compile_tools(
                 options: crate::tools::ToolOptions::default(),
             };
             (tool, p)
+        } else if ty == "AgentTool" {
+            let p = o
+                .get("parameters")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            let agent_id = str_field(&p, "agent_id").ok_or_else(|| {
+                invalid(
+                    f("parameters.agent_id"),
+                    "required: a registered agent's id",
+                )
+            })?;
+            let spec = crate::conversation::ToolSpec {
+                name: str_field(o, "name").unwrap_or("AgentTool").to_string(),
+                description: str_field(o, "description")
+                    .unwrap_or("Runs another agent on a question and returns its answer")
+                    .to_string(),
+                input_schema: crate::tools::agent_tool::AgentTool::default_schema(),
+            };
+            let tool = ToolConfig {
+                kind: ToolKind::Agent {
+                    spec,
+                    agent_id: agent_id.to_string(),
+                },
+                options: crate::tools::ToolOptions::default(),
+            };
+            let mut step = p.clone();
+            step.remove("agent_id");
+            (tool, step)
         } else {
             let mut table = o.clone();
             let input = table.remove("input");

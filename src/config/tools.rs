@@ -106,6 +106,13 @@ pub enum ToolKind {
         /// JSON Schema of the key's value.
         schema: Option<Value>,
     },
+    /// Another registered agent run as a tool (ml-commons' `AgentTool`).
+    Agent {
+        /// Name, description, schema.
+        spec: crate::conversation::ToolSpec,
+        /// The agent it runs.
+        agent_id: String,
+    },
     /// A model called with a templated prompt (ml-commons' `MLModelTool`).
     Model {
         /// Name, description, schema.
@@ -125,7 +132,7 @@ impl ToolConfig {
         match &self.kind {
             ToolKind::Http { spec, .. } => Some(&spec.name),
             ToolKind::Builtin { name, .. } | ToolKind::State { name, .. } => Some(name),
-            ToolKind::Model { spec, .. } => Some(&spec.name),
+            ToolKind::Model { spec, .. } | ToolKind::Agent { spec, .. } => Some(&spec.name),
             _ => None,
         }
     }
