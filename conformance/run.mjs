@@ -2,6 +2,7 @@
 // AG-UI conformance harness for agui-gateway.
 //
 // Usage: node run.mjs <baseUrl> [path ...]   e.g. node run.mjs http://127.0.0.1:41234
+// (a path given as `per:<path>` runs the plan-execute-reflect scenario only, see SCENARIOS)
 //
 // Drives the gateway's `demo` agent (POST <baseUrl>/agents/demo/agui, or each
 // given path, e.g. /_plugins/_ml/agents/<id>/_execute/stream, on an agent with
@@ -674,6 +675,34 @@ async function resumeApproval(client, ctx, agent, callId, entry, expectContent) 
 
 const SCENARIOS = [
   {
+    // Runs only on paths given as `per:<path>`: a plan_execute_and_reflect agent on a scripted
+    // model that plans one calculator step and then answers "The answer is 42.".
+    name: 'plan-execute-reflect',
+    per: true,
+    async run(client, ctx) {
+      const user = userMessage('What is 6 times 7?');
+      const agent = ctx.agent([user]);
+      const run = await doRun(agent, ctx.trace, { tools: [] }, 'run 1');
+      const messages = (ctx.trace.messages = agent.messages);
+      assertRunClean(run);
+      assertOutcome(client, run);
+      const starts = eventsOfType(run, 'STEP_STARTED');
+      const ends = eventsOfType(run, 'STEP_FINISHED');
+      check(starts.length === 1 && ends.length === 1, `expected 1 step, saw ${starts.length} started and ${ends.length} finished`);
+      check(isNonEmptyString(starts[0].stepName) && starts[0].stepName === ends[0].stepName, `step names ${JSON.stringify(starts[0].stepName)} / ${JSON.stringify(ends[0].stepName)}`);
+      const evs = run.events;
+      const iStep = evs.indexOf(starts[0]);
+      const iEnd = evs.indexOf(ends[0]);
+      const iCall = evs.findIndex((e) => e.type === 'TOOL_CALL_START' && e.toolCallName === 'calculator');
+      const iResult = evs.findIndex((e) => e.type === 'TOOL_CALL_RESULT');
+      check(iStep < iCall && iCall < iResult && iResult < iEnd, 'the calculator call and its result are not inside the step');
+      check(String(evs[iResult].content).includes('42'), `TOOL_CALL_RESULT content ${JSON.stringify(evs[iResult].content)}`);
+      const last = messages[messages.length - 1];
+      check(last?.role === 'assistant' && last.content === 'The answer is 42.', `last message ${JSON.stringify(last)}`);
+      check(messages.some((m) => m.role === 'tool' && String(m.content).includes('42')), 'no tool message with the result');
+    },
+  },
+  {
     name: 'chat',
     async run(client, ctx) {
       const user = userMessage('hello');
@@ -1001,13 +1030,16 @@ async function main() {
   const paths = process.argv.length > 3 ? process.argv.slice(3) : ['/agents/demo/agui'];
   let passed = 0;
   let failed = 0;
-  for (const path of paths) {
+  for (const given of paths) {
+    const per = given.startsWith('per:');
+    const path = per ? given.slice(4) : given;
     const url = `${baseUrl.replace(/\/+$/, '')}${path}`;
     const label = paths.length > 1 ? ` ${path}` : '';
     for (const client of CLIENTS) {
       const installed = installedVersion(client.pkg);
       for (const scenario of SCENARIOS) {
         if (scenario.versions && !scenario.versions.includes(client.version)) continue;
+        if (!!scenario.per !== per) continue;
         const trace = { url, runs: [], http: [], messages: undefined };
         const ctx = {
           trace,

@@ -100,6 +100,7 @@ impl AppState {
                 )?,
             ),
             tool_concurrency: config.server.max_tool_concurrency,
+            agents: Default::default(),
         };
         let mut agents = HashMap::new();
         for a in &config.agents {
@@ -137,8 +138,10 @@ impl AppState {
             shared,
             config.server.model_idle_timeout_secs,
         );
+        let agents = Arc::new(agents);
+        agents.link();
         Ok(Self(Arc::new(AppInner {
-            agents: Arc::new(agents),
+            agents,
             runs: RunManager::with_detach_limit(config.server.max_detached_runs),
             settings: config.server.clone(),
             search,

@@ -771,7 +771,7 @@ async fn flow_agents_run_tools_in_order_with_templated_parameters() {
     assert_eq!(status, 200, "{second}");
     assert_eq!(
         up.requests()[3]["messages"][0]["content"],
-        "Human: one\nAI: First answer.\nHuman: two"
+        "Below is Chat History between Human and AI which sorted by time with asc order:\nHuman:one\nAssistant:First answer.\n\nHuman: two"
     );
 }
 

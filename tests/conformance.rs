@@ -1,7 +1,8 @@
 /// The real `@ag-ui/client` packages (1.0.0 and 0.0.58, from npm) accept every stream the
 /// gateway sends: chat, reasoning, frontend-tool round trip and backend tool, on the embedded
 /// default demo agent, through `/agents/{id}/agui` and the agent API's `_execute/stream`, and on
-/// an `ag_ui` agent registered through the agent API.
+/// an `ag_ui` agent registered through the agent API; and a `plan_execute_and_reflect` agent's
+/// steps with their tool calls.
 use std::path::Path;
 use std::process::Stdio;
 
@@ -43,12 +44,31 @@ async fn real_ag_ui_clients_accept_the_gateway_streams() {
         .expect("registered")
         .to_string();
 
+    let per: serde_json::Value = reqwest::Client::new()
+        .post(format!("http://{addr}/_plugins/_ml/agents/_register"))
+        .json(&serde_json::json!({
+            "name": "per demo",
+            "type": "plan_execute_and_reflect",
+            "model": { "model_id": "scripted-per", "model_provider": "scripted",
+                       "model_parameters": { "fixture": PER_FIXTURE } },
+            "tools": [{ "type": "builtin", "name": "calculator" }]
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let per = per["agent_id"].as_str().expect("registered").to_string();
+
     let out = tokio::process::Command::new("node")
         .arg(dir.join("run.mjs"))
         .arg(format!("http://{addr}"))
         .arg("/agents/demo/agui")
         .arg("/_plugins/_ml/agents/demo/_execute/stream")
         .arg(format!("/_plugins/_ml/agents/{id}/_execute/stream"))
+        .arg(format!("per:/_plugins/_ml/agents/{per}/_execute/stream"))
+        .arg(format!("per:/agents/{per}/agui"))
         .current_dir(&dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -62,5 +82,17 @@ async fn real_ag_ui_clients_accept_the_gateway_streams() {
         out.status.success(),
         "conformance failed:\n{stdout}\n{stderr}"
     );
-    assert!(stdout.contains("39 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("43 passed, 0 failed"), "{stdout}");
 }
+
+/// The planner answers one calculator step, then (seeing it completed) the result; the
+/// executor calls the calculator and reports.
+const PER_FIXTURE: &str = r#"{"rules": [
+  {"when": {"user_contains": "Steps completed so far"},
+   "reply": {"text": "{\"steps\": [], \"result\": \"The answer is 42.\"}"}},
+  {"when": {"user_contains": "Objective:"},
+   "reply": {"text": "{\"steps\": [\"Compute 6*7 with the calculator\"], \"result\": \"\"}"}},
+  {"when": {"user_contains": "Compute 6*7"},
+   "reply": {"tool_calls": [{"name": "calculator", "arguments": {"expression": "6*7"}}]}},
+  {"when": {"after_tool": "calculator"}, "reply": {"text": "6*7 = {tool_result}"}}
+]}"#;

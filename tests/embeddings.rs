@@ -74,8 +74,29 @@ async fn stand_in() -> (String, Seen) {
             "inputTextTokenCount": 3
         }))
     }
+    async fn rerank(
+        State(seen): State<Seen>,
+        headers: HeaderMap,
+        Json(body): Json<Value>,
+    ) -> Json<Value> {
+        seen.0
+            .lock()
+            .unwrap()
+            .push(("/v1/rerank".into(), headers, body.clone()));
+        // Cohere answers the best first; the score here is the doc's length.
+        let mut results: Vec<Value> = body["documents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(i, d)| json!({"index": i, "relevance_score": d.as_str().unwrap().len() as f64 / 100.0}))
+            .collect();
+        results.reverse();
+        Json(json!({"id": "r1", "results": results, "meta": {"api_version": {"version": "1"}}}))
+    }
     let seen = Seen::default();
     let app = Router::new()
+        .route("/v1/rerank", post(rerank))
         .route("/v1/embeddings", post(openai))
         .route("/model/{model}/invoke", post(invoke))
         .with_state(seen.clone());
@@ -347,4 +368,47 @@ async fn unknown_functions_and_painless_scripts_are_refused_at_creation() {
     .await;
     assert_eq!(s, 400, "{e}");
     assert!(e.to_string().contains("painless"), "{e}");
+}
+
+#[tokio::test]
+async fn cohere_rerank_scores_each_doc_in_order() {
+    let (base, seen) = stand_in().await;
+    let gw = Gateway::start(MINIMAL).await;
+    let id = register(
+        &gw,
+        json!({
+            "name": "cohere rerank", "protocol": "http",
+            "parameters": {"model": "rerank-english-v2.0", "return_documents": true},
+            "credential": {"api_key": "co-secret"},
+            "actions": [{
+                "action_type": "predict", "method": "POST",
+                "url": format!("{base}/v1/rerank"),
+                "headers": {"Authorization": "Bearer ${credential.api_key}"},
+                "request_body": "{ \"model\": \"${parameters.model}\", \"query\" : \"${parameters.query}\", \"documents\" : ${parameters.documents}, \"top_n\" : ${parameters.top_n}, \"return_documents\" : ${parameters.return_documents} }",
+                "pre_process_function": "connector.pre_process.cohere.rerank",
+                "post_process_function": "connector.post_process.cohere.rerank"
+            }]
+        }),
+    )
+    .await;
+    let (s, out) = post_json(
+        &gw,
+        &format!("/_plugins/_ml/models/{id}/_predict"),
+        json!({"query_text": "capital \"US\"?", "text_docs": ["abc", "abcdefghij"]}),
+    )
+    .await;
+    assert_eq!(s, 200, "{out}");
+    let o = out["inference_results"][0]["output"].as_array().unwrap();
+    assert_eq!(
+        o,
+        &vec![
+            json!({"name": "similarity", "data_type": "FLOAT32", "shape": [1], "data": [0.03]}),
+            json!({"name": "similarity", "data_type": "FLOAT32", "shape": [1], "data": [0.1]}),
+        ]
+    );
+    let seen = seen.0.lock().unwrap().clone();
+    assert_eq!(
+        seen[0].2,
+        json!({"model": "rerank-english-v2.0", "query": "capital \"US\"?", "documents": ["abc", "abcdefghij"], "top_n": 2, "return_documents": true})
+    );
 }

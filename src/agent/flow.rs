@@ -13,7 +13,7 @@ use super::history::ThreadStore;
 use super::react::new_id;
 use super::{Agent, Overrides, Report};
 use crate::config::FlowStep;
-use crate::connector::template::{Escape, render_value};
+use crate::connector::template::{Escape, render, render_value};
 use crate::protocol::events::{Event, ToolResultContent};
 use crate::protocol::input::RunAgentInput;
 use crate::runs::Emitter;
@@ -82,29 +82,63 @@ fn message_text(m: &Value) -> String {
     }
 }
 
-/// The earlier turns of the thread as `Human:` / `AI:` lines, the last `limit` messages.
-fn chat_history(stored: &[Value], current: &[Value], limit: Option<usize>) -> String {
+/// How many earlier interactions `${parameters.chat_history}` holds unless
+/// `message_history_limit` says otherwise (ml-commons' default).
+const DEFAULT_HISTORY_INTERACTIONS: usize = 10;
+
+/// The earlier interactions of the thread (a question and the answer it got) as ml-commons'
+/// conversational flow writes them into `${parameters.chat_history}`: a heading, then
+/// `Human:<question>` / `Assistant:<answer>` lines, the last `limit` interactions. Questions
+/// still without an answer are left out; no interaction gives no history (the placeholder's
+/// default applies).
+fn chat_history(stored: &[Value], current: &[Value], limit: usize) -> Option<String> {
     let current_ids: Vec<&str> = current
         .iter()
         .filter_map(|m| m.get("id").and_then(Value::as_str))
         .collect();
-    let lines: Vec<String> = stored
-        .iter()
-        .filter(|m| {
-            !m.get("id")
-                .and_then(Value::as_str)
-                .is_some_and(|id| current_ids.contains(&id))
-        })
-        .filter_map(|m| match m.get("role").and_then(Value::as_str) {
-            Some("user") => Some(format!("Human: {}", message_text(m))),
-            Some("assistant") if m.get("content").is_some_and(|c| !c.is_null()) => {
-                Some(format!("AI: {}", message_text(m)))
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    let mut question: Option<String> = None;
+    let mut answer = String::new();
+    let close = |q: &mut Option<String>, a: &mut String, pairs: &mut Vec<(String, String)>| {
+        if let Some(q) = q.take()
+            && !a.is_empty()
+        {
+            pairs.push((q, std::mem::take(a)));
+        }
+        a.clear();
+    };
+    for m in stored.iter().filter(|m| {
+        !m.get("id")
+            .and_then(Value::as_str)
+            .is_some_and(|id| current_ids.contains(&id))
+    }) {
+        match m.get("role").and_then(Value::as_str) {
+            Some("user") => {
+                close(&mut question, &mut answer, &mut pairs);
+                question = Some(message_text(m));
             }
-            _ => None,
-        })
-        .collect();
-    let skip = limit.map_or(0, |n| lines.len().saturating_sub(n));
-    lines[skip..].join("\n")
+            Some("assistant") if m.get("content").is_some_and(|c| !c.is_null()) => {
+                let text = message_text(m);
+                if !text.is_empty() {
+                    answer = text;
+                }
+            }
+            _ => {}
+        }
+    }
+    close(&mut question, &mut answer, &mut pairs);
+    let skip = pairs.len().saturating_sub(limit);
+    let pairs = &pairs[skip..];
+    if pairs.is_empty() {
+        return None;
+    }
+    let mut out = String::from(
+        "Below is Chat History between Human and AI which sorted by time with asc order:\n",
+    );
+    for (q, a) in pairs {
+        out.push_str(&format!("Human:{q}\nAssistant:{a}\n"));
+    }
+    Some(out)
 }
 
 fn steps<'a>(agent: &'a Agent, overrides: &Overrides) -> Result<Vec<&'a FlowStep>, Stop> {
@@ -125,29 +159,69 @@ fn steps<'a>(agent: &'a Agent, overrides: &Overrides) -> Result<Vec<&'a FlowStep
         .collect()
 }
 
-/// The arguments of one step: its parameters with placeholders filled; an `input` that holds a
-/// JSON object (ml-commons' `"input": "{\"index\": ...}"`) gives the arguments itself.
+/// The parameters of one step as ml-commons builds them: the registered ones, each replaced by
+/// an execution parameter of the same name (a `prompt` given at execution replaces the
+/// registered template), then `<tool name>.<key>` execution parameters for this step alone.
+fn step_parameters(step: &FlowStep, execution: &Map<String, Value>) -> Map<String, Value> {
+    let mut out = step.parameters.clone();
+    for (k, v) in out.iter_mut() {
+        if let Some(given) = execution.get(k) {
+            *v = given.clone();
+        }
+    }
+    let prefix = format!("{}.", step.tool);
+    for (k, v) in execution {
+        if let Some(key) = k.strip_prefix(&prefix)
+            && key != "output"
+            && key != "description"
+        {
+            out.insert(key.to_string(), v.clone());
+        }
+    }
+    out
+}
+
+/// The arguments of one step: its parameters (see [`step_parameters`]) with placeholders
+/// filled; an `input` that holds a JSON object (ml-commons' `"input": "{\"index\": ...}"`)
+/// gives the arguments itself.
 fn step_args(
     step: &FlowStep,
     params: &Map<String, Value>,
+    execution: &Map<String, Value>,
     schema: &Value,
 ) -> Result<Map<String, Value>, Stop> {
-    let rendered = render_value(&Value::Object(step.parameters.clone()), params, Escape::Raw)
-        .map_err(|e| {
-            (
-                "INVALID_PARAMETERS".to_string(),
-                format!("tool {}: {e}", step.tool),
-            )
-        })?;
-    let mut args = match rendered {
+    let bad = |e: String| {
+        (
+            "INVALID_PARAMETERS".to_string(),
+            format!("tool {}: {e}", step.tool),
+        )
+    };
+    let mut own = step_parameters(step, execution);
+    let input = own.remove("input");
+    let mut args = match render_value(&Value::Object(own), params, Escape::Raw)
+        .map_err(|e| bad(e.to_string()))?
+    {
         Value::Object(m) => m,
         _ => Map::new(),
     };
-    if let Some(Value::String(s)) = args.get("input")
-        && let Ok(Value::Object(inner)) = serde_json::from_str::<Value>(s)
-    {
-        args.remove("input");
-        args.extend(inner);
+    // `input` may name the step's own parameters (`${parameters.query}`) besides the flow's.
+    let mut scope = params.clone();
+    scope.extend(args.clone());
+    match input {
+        // A JSON template: strings land inside JSON strings, objects as JSON text.
+        Some(Value::String(t)) if t.trim_start().starts_with('{') => {
+            let text =
+                render(&t, &scope, &Map::new(), Escape::Json).map_err(|e| bad(e.to_string()))?;
+            match serde_json::from_str::<Value>(&text) {
+                Ok(Value::Object(inner)) => args.extend(inner),
+                _ => return Err(bad("its input is not a JSON object once filled".into())),
+            }
+        }
+        Some(other) => {
+            let v = render_value(&other, &scope, Escape::Raw).map_err(|e| bad(e.to_string()))?;
+            args.insert("input".into(), v);
+        }
+        None => {}
     }
     // Configuration keys of the step are not arguments.
     args.remove("model_id");
@@ -211,10 +285,13 @@ async fn drive(
         let limit = overrides
             .message_history_limit
             .or(agent.memory.message_history_limit);
-        params.insert(
-            "chat_history".into(),
-            json!(chat_history(&stored, &input.raw_messages, limit)),
-        );
+        if let Some(h) = chat_history(
+            &stored,
+            &input.raw_messages,
+            limit.unwrap_or(DEFAULT_HISTORY_INTERACTIONS),
+        ) {
+            params.insert("chat_history".into(), json!(h));
+        }
     }
     let steps = steps(agent, &overrides)?;
     let message_id = new_id("msg");
@@ -230,7 +307,8 @@ async fn drive(
             .find(|s| s.name == step.tool)
             .map(|s| s.input_schema)
             .unwrap_or(Value::Null);
-        let args = Value::Object(step_args(step, &params, &schema)?).to_string();
+        let args =
+            Value::Object(step_args(step, &params, &overrides.parameters, &schema)?).to_string();
         let call_id = new_id("call");
         for event in [
             Event::StepStarted {

@@ -4,6 +4,8 @@
 pub mod approvals;
 pub mod flow;
 pub mod history;
+pub mod per;
+pub mod prompt;
 pub mod react;
 pub mod registry;
 pub mod spec;
@@ -47,6 +49,8 @@ pub struct Report {
     /// What the run told the client besides the answer (`content_dropped`, `input_notices`),
     /// by name, so a synchronous answer reports it as the stream did.
     pub notices: Vec<(String, serde_json::Value)>,
+    /// A plan-execute-reflect run's executor: its memory id and its last step's interaction.
+    pub executor: Option<(String, String)>,
 }
 
 /// Runs `agent` on `input` with the loop its type calls for.
@@ -72,6 +76,10 @@ pub async fn drive(
     );
     let report = if agent.kind.is_flow() {
         flow::run(agent, input, emitter, cancel, store)
+            .instrument(span.clone())
+            .await
+    } else if agent.kind == AgentKind::PlanExecuteReflect {
+        per::run(agent, input, emitter, cancel, store)
             .instrument(span.clone())
             .await
     } else {
@@ -217,6 +225,8 @@ pub struct Shared {
     pub cluster: Option<Arc<crate::tools::search::cluster::Cluster>>,
     /// At most this many backend tool calls of one run execute at once.
     pub tool_concurrency: usize,
+    /// The agent registry, for tools that run other agents (`AgentTool`).
+    pub agents: crate::tools::agent_tool::AgentLink,
 }
 
 /// A runnable agent.
@@ -333,6 +343,13 @@ impl Agent {
                     },
                     Arc::clone(&deps.search),
                 )),
+                ToolKind::Agent { spec, agent_id } => {
+                    Arc::new(crate::tools::agent_tool::AgentTool::new(
+                        spec.clone(),
+                        agent_id.clone(),
+                        Arc::clone(&deps.agents),
+                    ))
+                }
                 ToolKind::Mcp(c) => {
                     let client = match &c.transport {
                         crate::tools::mcp::McpTransport::Http { url, .. } => net
@@ -418,7 +435,7 @@ pub fn build_provider(model: &ModelConfig, net: &Net) -> Result<Arc<dyn Provider
             }
             None
         }
-        ProviderConfig::Scripted { .. } => None,
+        ProviderConfig::Scripted { .. } | ProviderConfig::Connector(_) => None,
     };
     let client = match (url, net) {
         (Some(u), _) => net.client_for(u)?,
@@ -489,5 +506,11 @@ pub fn build_provider(model: &ModelConfig, net: &Net) -> Result<Arc<dyn Provider
         ProviderConfig::Scripted { fixture } => {
             Arc::new(ScriptedProvider::new(fixture.clone(), model_id))
         }
+        // Its URL is checked when filled in, at each call.
+        ProviderConfig::Connector(c) => Arc::new(crate::connector::llm::ConnectorProvider::new(
+            (**c).clone(),
+            model_id,
+            net.clone(),
+        )),
     })
 }

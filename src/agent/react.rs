@@ -33,6 +33,8 @@ enum Halt {
     Model(ModelError),
     Violation(Violation),
     Store(StoreError),
+    /// The execution's parameters do not fill the agent's templates.
+    Invalid(String),
 }
 
 impl From<EmitError> for Halt {
@@ -126,6 +128,10 @@ pub async fn run(
                     "The conversation store is unavailable; try again shortly.",
                 )
                 .await;
+        }
+        Err(Halt::Invalid(message)) => {
+            report.error = Some(("INVALID_PARAMETERS".into(), message.clone()));
+            run.emitter.fail("INVALID_PARAMETERS", message).await;
         }
         Err(Halt::Violation(v)) => {
             tracing::error!(thread = %input.thread_id, run = %input.run_id, violation = %v, "run stopped by the verifier");
@@ -278,13 +284,20 @@ impl Run<'_> {
             // Nothing to answer (a client fetching initial state): an empty, successful run.
             return self.finish(Vec::new()).await;
         }
+        let mut own_system = self
+            .overrides
+            .system_prompt
+            .clone()
+            .or_else(|| self.agent.system_prompt.clone());
+        super::prompt::apply(
+            &mut messages,
+            own_system.as_mut(),
+            &self.agent.parameters,
+            &self.overrides.parameters,
+        )
+        .map_err(Halt::Invalid)?;
         let mut system = Vec::new();
-        system.extend(
-            self.overrides
-                .system_prompt
-                .clone()
-                .or_else(|| self.agent.system_prompt.clone()),
-        );
+        system.extend(own_system);
         system.extend(converted.conversation.system);
         system.extend(context_prompt(&input.context));
         let frontend: Vec<ToolSpec> = input

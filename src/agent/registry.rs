@@ -213,6 +213,19 @@ impl Agents {
         out
     }
 
+    /// Makes the registry reachable from the tools of its agents (`AgentTool`).
+    pub fn link(self: &Arc<Self>) {
+        let _ = self.shared.agents.set(Arc::downgrade(self));
+    }
+
+    /// The stored registration of agent `id` (`None` for config-file agents and unknown ids).
+    pub async fn stored_body(&self, id: &str) -> Option<Value> {
+        match self.store.doc(DocKind::Agent, id).await {
+            Ok(Some(d)) => Some(d.body),
+            _ => None,
+        }
+    }
+
     /// The agent `id`, built from its current registration.
     pub async fn get(&self, id: &str) -> Result<Option<Arc<Agent>>, RegistryError> {
         if let Some(a) = self.fixed.get(id) {
@@ -322,7 +335,10 @@ impl Agents {
             created_model = Some(model_id);
         }
         let stored = Value::Object(stored);
-        let built = self.build(&id, &stored).await;
+        let built = match crate::tools::agent_tool::check_targets(&stored, self).await {
+            Ok(()) => self.build(&id, &stored).await,
+            Err(e) => Err(e.into()),
+        };
         let agent = match built {
             Ok(a) => a,
             Err(e) => {

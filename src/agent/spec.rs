@@ -213,6 +213,9 @@ pub fn connector_for_model_block(
                     )
                 })?;
             }
+            // The same connector embeds offline (`_predict` with `text_docs`).
+            crate::connector::hashed::dimension(&params)
+                .map_err(|p| invalid("model.model_parameters.dimension", p))?;
             ("scripted", String::new(), json!({}), "", "")
         }
         other => {
@@ -278,6 +281,26 @@ pub fn model_config(
         .transpose()
         .map_err(|e| invalid(field, format!("its connector's url: {e}")))?
         .unwrap_or_default();
+    if let Some(interface) = crate::connector::llm::select(&m.connector, interface, &url)? {
+        return Ok(ModelConfig {
+            provider: ProviderConfig::Connector(Box::new(crate::connector::llm::ConnectorModel {
+                connector: m.connector.clone(),
+                credential: crate::connector::llm::Credential(m.credential.clone()),
+                interface,
+                parameters: params.clone(),
+                prompt_only: false,
+            })),
+            model_id: cp
+                .get("model")
+                .and_then(Value::as_str)
+                .unwrap_or(&m.model_id)
+                .to_string(),
+            params: inference_params(&cp.clone().into_iter().chain(params.clone()).collect()),
+            idle_timeout_secs,
+            retry: RetryPolicy::default(),
+            http2_prior_knowledge: false,
+        });
+    }
     let kind = match str_field(&c, "model_provider").or(interface) {
         Some(i) if i.starts_with("bedrock/converse") => "bedrock",
         Some("openai/v1/chat/completions") => "openai",
@@ -430,6 +453,7 @@ pub fn check_outbound(
             endpoint_url.clone().map(|u| ("endpoint_url", u))
         }
         ProviderConfig::Scripted { .. } => None,
+        ProviderConfig::Connector(c) => c.url().map(|u| ("url", u)),
     };
     if let Some((key, url)) = model_url(&cfg.model) {
         let field = match body.get("model") {
@@ -472,7 +496,10 @@ pub fn check_outbound(
                 }
             }
             // The `[opensearch]` cluster is the operator's; these tools name no URL.
-            ToolKind::State { .. } | ToolKind::Builtin { .. } | ToolKind::MlCommons(_) => {}
+            ToolKind::State { .. }
+            | ToolKind::Builtin { .. }
+            | ToolKind::Agent { .. }
+            | ToolKind::MlCommons(_) => {}
         }
     }
     Ok(())
@@ -512,17 +539,14 @@ pub async fn compile(
             ),
         )
     })?;
-    if kind == AgentKind::PlanExecuteReflect {
-        return Err(invalid(
-            "type",
-            "plan_execute_and_reflect is not supported yet; use conversational_v2 (or flow for fixed steps)",
-        ));
-    }
     let mut parameters = match b.get("parameters") {
         None => Map::new(),
         Some(Value::Object(m)) => m.clone(),
         Some(_) => return Err(invalid("parameters", "must be an object")),
     };
+    if kind == AgentKind::PlanExecuteReflect {
+        check_per_parameters(&parameters)?;
+    }
     let interface = parameters
         .remove("_llm_interface")
         .and_then(|v| v.as_str().map(str::to_string));
@@ -559,7 +583,17 @@ pub async fn compile(
         None => None,
     };
     let model = match model {
-        Some(m) => m,
+        Some(mut m) => {
+            // An agent's own `tool_configs` is honoured, as its `llm.parameters` are.
+            if let (ProviderConfig::Connector(c), Some(tc)) =
+                (&mut m.provider, parameters.get("tool_configs"))
+            {
+                c.parameters
+                    .entry("tool_configs")
+                    .or_insert_with(|| tc.clone());
+            }
+            m
+        }
         None if kind.is_flow() => ModelConfig {
             provider: ProviderConfig::Scripted {
                 fixture: Fixture::parse(r#"{"rules":[]}"#).map_err(|p| invalid("", p))?,
@@ -601,6 +635,12 @@ pub async fn compile(
         .and_then(Value::as_str)
         .filter(|s| !s.trim().is_empty())
         .map(str::to_string);
+    // ml-commons hands the llm's parameters (`prompt` above all) to the run like its own.
+    for (k, v) in &llm_params {
+        if !matches!(k.as_str(), "max_iteration" | "system_prompt") && !parameters.contains_key(k) {
+            parameters.insert(k.clone(), v.clone());
+        }
+    }
     let memory = memory_config(b.get("memory"))?;
     let (mut tools, flow) = compile_tools(b.get("tools"), kind, models, idle_timeout_secs).await?;
     if let Some(list) = parameters.remove("mcp_connectors") {
@@ -630,6 +670,27 @@ pub async fn compile(
         },
         model_id: model_ref,
     })
+}
+
+/// A plan-execute-reflect agent's bounds must be numbers ml-commons would take.
+fn check_per_parameters(p: &Map<String, Value>) -> Result<(), Invalid> {
+    for key in [
+        "max_steps",
+        "executor_max_iterations",
+        "message_history_limit",
+        "executor_message_history_limit",
+    ] {
+        let Some(v) = p.get(key) else { continue };
+        let n = v.as_u64().or_else(|| v.as_str()?.trim().parse().ok());
+        let low = if key.ends_with("history_limit") { 0 } else { 1 };
+        if !n.is_some_and(|n| (low..=100).contains(&n)) {
+            return Err(invalid(
+                format!("parameters.{key}"),
+                format!("must be a whole number from {low} to 100"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A registration's `attributes`: `input_schema` (a JSON Schema object, or its JSON text as
@@ -677,7 +738,9 @@ fn apply_attributes(
         )
     })?;
     match &mut tool.kind {
-        ToolKind::Http { spec, .. } | ToolKind::Model { spec, .. } => {
+        ToolKind::Http { spec, .. }
+        | ToolKind::Model { spec, .. }
+        | ToolKind::Agent { spec, .. } => {
             spec.input_schema = schema;
             Ok(())
         }
@@ -837,7 +900,7 @@ async fn compile_tools(
         let ty = str_field(o, "type").ok_or_else(|| {
             invalid(
                 f("type"),
-                "required: MLModelTool, SearchIndexTool, VectorDBTool, ListIndexTool, IndexMappingTool, CatIndexTool, http, builtin, mcp, openapi or search",
+                "required: MLModelTool, AgentTool, SearchIndexTool, VectorDBTool, ListIndexTool, IndexMappingTool, CatIndexTool, http, builtin, mcp, openapi or search",
             )
         })?;
         let include_output = o
@@ -862,7 +925,12 @@ async fn compile_tools(
                         format!("no model {mid:?} is registered"),
                     )
                 })?;
-            let model = model_config(&m, None, &f("parameters.model_id"), &p, idle_timeout_secs)?;
+            let mut model =
+                model_config(&m, None, &f("parameters.model_id"), &p, idle_timeout_secs)?;
+            // ml-commons sends an MLModelTool's rendered prompt as it is.
+            if let ProviderConfig::Connector(c) = &mut model.provider {
+                c.prompt_only = true;
+            }
             let name = str_field(o, "name").unwrap_or("MLModelTool").to_string();
             let spec = crate::conversation::ToolSpec {
                 name,
@@ -885,6 +953,35 @@ async fn compile_tools(
             (tool, p)
         } else if let Some(ml) = crate::tools::search::ml::MlToolType::parse(ty) {
             crate::tools::search::ml::compile(ml, o, &f, models).await?
+        } else if ty == "AgentTool" {
+            let p = o
+                .get("parameters")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            let agent_id = str_field(&p, "agent_id").ok_or_else(|| {
+                invalid(
+                    f("parameters.agent_id"),
+                    "required: a registered agent's id",
+                )
+            })?;
+            let spec = crate::conversation::ToolSpec {
+                name: str_field(o, "name").unwrap_or("AgentTool").to_string(),
+                description: str_field(o, "description")
+                    .unwrap_or("Runs another agent on a question and returns its answer")
+                    .to_string(),
+                input_schema: crate::tools::agent_tool::AgentTool::default_schema(),
+            };
+            let tool = ToolConfig {
+                kind: ToolKind::Agent {
+                    spec,
+                    agent_id: agent_id.to_string(),
+                },
+                options: crate::tools::ToolOptions::default(),
+            };
+            let mut step = p.clone();
+            step.remove("agent_id");
+            (tool, step)
         } else {
             let mut table = o.clone();
             let input = table.remove("input");

@@ -70,6 +70,12 @@ impl Ledger {
         });
     }
 
+    /// Takes over the calls another ledger recorded (a nested run's), already counted in the
+    /// metrics.
+    pub fn absorb(&mut self, other: Ledger) {
+        self.turns.extend(other.turns);
+    }
+
     /// Whether any call was recorded.
     pub fn is_empty(&self) -> bool {
         self.turns.is_empty()

@@ -116,6 +116,9 @@ pub enum ProviderConfig {
         /// The parsed fixture.
         fixture: Fixture,
     },
+    /// A registered model's user-written connector, called through its own `request_body`
+    /// as ml-commons does (only registrations make these).
+    Connector(Box<crate::connector::llm::ConnectorModel>),
 }
 
 /// Static AWS credentials.

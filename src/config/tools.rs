@@ -110,6 +110,13 @@ pub enum ToolKind {
     /// `IndexMappingTool`, `CatIndexTool`): on the `[opensearch]` cluster, else on the
     /// embedded indexes.
     MlCommons(crate::tools::search::ml::MlToolConfig),
+    /// Another registered agent run as a tool (ml-commons' `AgentTool`).
+    Agent {
+        /// Name, description, schema.
+        spec: crate::conversation::ToolSpec,
+        /// The agent it runs.
+        agent_id: String,
+    },
     /// A model called with a templated prompt (ml-commons' `MLModelTool`).
     Model {
         /// Name, description, schema.
@@ -129,7 +136,7 @@ impl ToolConfig {
         match &self.kind {
             ToolKind::Http { spec, .. } => Some(&spec.name),
             ToolKind::Builtin { name, .. } | ToolKind::State { name, .. } => Some(name),
-            ToolKind::Model { spec, .. } => Some(&spec.name),
+            ToolKind::Model { spec, .. } | ToolKind::Agent { spec, .. } => Some(&spec.name),
             ToolKind::MlCommons(c) => Some(&c.spec.name),
             _ => None,
         }

@@ -121,3 +121,75 @@ impl Connector<'_> {
         }))
     }
 }
+
+/// Why [`embed_with_model`] could not embed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EmbedError {
+    /// No model has that id.
+    #[error("no model {0:?} is registered")]
+    NoModel(String),
+    /// The model store could not be read.
+    #[error("the model store failed: {0}")]
+    Store(String),
+    /// The model's connector call failed.
+    #[error(transparent)]
+    Call(#[from] CallError),
+}
+
+/// One vector per text from the registered model `model_id` (a remote embedding model, or
+/// the offline `scripted` one): what `VectorDBTool`, `neural` queries and ingestion use.
+pub async fn embed_with_model(
+    models: &dyn crate::agent::spec::ModelLookup,
+    net: &crate::outbound::Net,
+    model_id: &str,
+    texts: &[String],
+) -> Result<Vec<Vec<f32>>, EmbedError> {
+    let m = models
+        .model(model_id)
+        .await
+        .map_err(EmbedError::Store)?
+        .ok_or_else(|| EmbedError::NoModel(model_id.to_string()))?;
+    let connector = Connector {
+        doc: &m.connector,
+        credential: &m.credential,
+    };
+    Ok(connector.embed(net, texts).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::spec::{ModelLookup, ResolvedModel};
+
+    struct One(ResolvedModel);
+
+    #[async_trait::async_trait]
+    impl ModelLookup for One {
+        async fn model(&self, id: &str) -> Result<Option<ResolvedModel>, String> {
+            Ok((id == self.0.model_id).then(|| self.0.clone()))
+        }
+        async fn connector(&self, _: &str) -> Result<Option<(Value, Map<String, Value>)>, String> {
+            Ok(None)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_registered_model_embeds_by_id() {
+        let models = One(ResolvedModel {
+            model_id: "m1".into(),
+            connector: json!({"name": "offline", "protocol": "scripted", "parameters": {"dimension": 32}}),
+            credential: Map::new(),
+        });
+        let net = crate::outbound::Net::Open(reqwest::Client::new());
+        let texts = vec!["population of Seattle".to_string(), "".to_string()];
+        let v = embed_with_model(&models, &net, "m1", &texts).await.unwrap();
+        assert_eq!((v.len(), v[0].len()), (2, 32));
+        let norm: f32 = v[0].iter().map(|x| x * x).sum();
+        assert!((norm - 1.0).abs() < 1e-4);
+        assert!(matches!(
+            embed_with_model(&models, &net, "nope", &texts).await,
+            Err(EmbedError::NoModel(_))
+        ));
+    }
+}

@@ -1,14 +1,9 @@
-//! The JSONPath subset connectors use in `response_filter`: `$`, `.name`, `['name']`, `[n]`
-//! (negative from the end) and `[*]` / `.*` (every element, collected into an array).
+//! `response_filter` JSONPath (RFC 9535, through `serde_json_path`), answered as ml-commons'
+//! Jayway JsonPath answers: a definite path (names and indexes only) gives its one value, an
+//! indefinite one (wildcards, slices, filters, descendants, unions) the list of what it matched.
 
 use serde_json::Value;
-
-#[derive(Debug, Clone, PartialEq)]
-enum Step {
-    Key(String),
-    Index(i64),
-    All,
-}
+use serde_json_path::JsonPath;
 
 /// A malformed path.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -18,103 +13,45 @@ pub struct BadPath {
     problem: String,
 }
 
-fn parse(path: &str) -> Result<Vec<Step>, BadPath> {
-    let bad = |problem: &str| BadPath {
-        path: path.to_string(),
-        problem: problem.to_string(),
-    };
-    let rest = path
-        .trim()
-        .strip_prefix('$')
-        .ok_or_else(|| bad("must start with $"))?;
-    let chars: Vec<char> = rest.chars().collect();
-    let mut steps = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        match chars[i] {
-            '.' => {
-                let start = i + 1;
-                let mut end = start;
-                while end < chars.len() && chars[end] != '.' && chars[end] != '[' {
-                    end += 1;
+/// Whether the path can match more than one value: any selector but a name or an index, seen
+/// outside quoted names.
+fn indefinite(path: &str) -> bool {
+    let mut quote: Option<char> = None;
+    let mut prev = '\0';
+    let mut in_brackets = false;
+    for c in path.chars() {
+        match quote {
+            Some(q) => {
+                if c == q && prev != '\\' {
+                    quote = None;
                 }
-                let name: String = chars[start..end].iter().collect();
-                if name.is_empty() {
-                    return Err(bad("empty name after '.'"));
-                }
-                steps.push(if name == "*" {
-                    Step::All
-                } else {
-                    Step::Key(name)
-                });
-                i = end;
             }
-            '[' => {
-                let close = chars[i..]
-                    .iter()
-                    .position(|c| *c == ']')
-                    .ok_or_else(|| bad("unclosed '['"))?
-                    + i;
-                let inner: String = chars[i + 1..close].iter().collect();
-                let inner = inner.trim();
-                let step = if inner == "*" {
-                    Step::All
-                } else if let Some(q) = inner
-                    .strip_prefix('\'')
-                    .and_then(|s| s.strip_suffix('\''))
-                    .or_else(|| inner.strip_prefix('"').and_then(|s| s.strip_suffix('"')))
-                {
-                    Step::Key(q.to_string())
-                } else {
-                    Step::Index(
-                        inner
-                            .parse()
-                            .map_err(|_| bad("index must be a number, '*' or a quoted name"))?,
-                    )
-                };
-                steps.push(step);
-                i = close + 1;
-            }
-            _ => return Err(bad("expected '.' or '['")),
+            None => match c {
+                '\'' | '"' => quote = Some(c),
+                '[' => in_brackets = true,
+                ']' => in_brackets = false,
+                '*' | '?' => return true,
+                '.' if prev == '.' => return true,
+                ':' | ',' if in_brackets => return true,
+                _ => {}
+            },
         }
+        prev = c;
     }
-    Ok(steps)
+    false
 }
 
 /// What `path` selects in `doc`; `Ok(None)` when nothing matches.
 pub fn select(doc: &Value, path: &str) -> Result<Option<Value>, BadPath> {
-    let steps = parse(path)?;
-    let mut current = vec![doc.clone()];
-    let mut many = false;
-    for step in steps {
-        let mut next = Vec::new();
-        for v in current {
-            match (&step, v) {
-                (Step::Key(k), Value::Object(mut o)) => next.extend(o.remove(k)),
-                (Step::Index(n), Value::Array(mut a)) => {
-                    let len = a.len() as i64;
-                    let at = if *n < 0 { len + n } else { *n };
-                    if (0..len).contains(&at) {
-                        next.push(a.swap_remove(at as usize));
-                    }
-                }
-                (Step::All, Value::Array(a)) => {
-                    many = true;
-                    next.extend(a);
-                }
-                (Step::All, Value::Object(o)) => {
-                    many = true;
-                    next.extend(o.into_iter().map(|(_, v)| v));
-                }
-                _ => {}
-            }
-        }
-        current = next;
-    }
-    Ok(match (many, current.len()) {
-        (false, 0) => None,
-        (false, _) => current.into_iter().next(),
-        (true, _) => Some(Value::Array(current)),
+    let parsed = JsonPath::parse(path.trim()).map_err(|e| BadPath {
+        path: path.to_string(),
+        problem: e.to_string(),
+    })?;
+    let nodes = parsed.query(doc);
+    Ok(if indefinite(path) {
+        Some(Value::Array(nodes.all().into_iter().cloned().collect()))
+    } else {
+        nodes.first().cloned()
     })
 }
 
@@ -156,5 +93,18 @@ mod tests {
         assert_eq!(select(&doc, "$").unwrap(), Some(doc.clone()));
         assert!(select(&doc, "choices").is_err());
         assert!(select(&doc, "$.choices[x]").is_err());
+        assert_eq!(
+            select(&doc, "$..text").unwrap(),
+            Some(json!(["bedrock"])),
+            "a descendant search is a list"
+        );
+        assert_eq!(
+            select(
+                &doc,
+                "$.choices[?@.message.content == 'yo'].message.content"
+            )
+            .unwrap(),
+            Some(json!(["yo"]))
+        );
     }
 }

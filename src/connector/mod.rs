@@ -5,6 +5,7 @@
 pub mod embed;
 pub mod hashed;
 pub mod jsonpath;
+pub mod llm;
 pub mod mcp;
 pub mod process;
 pub mod template;
@@ -381,6 +382,7 @@ impl Connector<'_> {
             action.get("url").and_then(Value::as_str).unwrap_or(""),
             Escape::Raw,
         )?;
+        let url = bedrock_endpoint_override(self.doc, url);
         // Checked once filled in: parameters given to `_predict` may change the host.
         let client = net.client_for(&url)?;
         let url = url::Url::parse(&url)
@@ -446,6 +448,35 @@ impl Connector<'_> {
         }
         let doc: Value = serde_json::from_slice(&bytes).map_err(|_| CallError::NotJson)?;
         Ok((status.as_u16(), doc))
+    }
+}
+
+/// A unified `model` block's Bedrock connector reaches where the AWS SDK would for the agent
+/// (`AWS_ENDPOINT_URL_BEDROCK_RUNTIME`, else `AWS_ENDPOINT_URL`), so `_predict` and `_execute`
+/// agree; connectors users write keep the URL they wrote.
+fn bedrock_endpoint_override(doc: &Value, url: String) -> String {
+    let from_block = doc
+        .get("model_provider")
+        .and_then(Value::as_str)
+        .is_some_and(|p| p.starts_with("bedrock"));
+    if !from_block {
+        return url;
+    }
+    let Some(endpoint) = ["AWS_ENDPOINT_URL_BEDROCK_RUNTIME", "AWS_ENDPOINT_URL"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().filter(|v| !v.trim().is_empty()))
+    else {
+        return url;
+    };
+    match url::Url::parse(&url) {
+        Ok(u) if u.host_str().is_some_and(|h| h.ends_with(".amazonaws.com")) => {
+            let mut path = u.path().to_string();
+            if let Some(q) = u.query() {
+                path = format!("{path}?{q}");
+            }
+            format!("{}{path}", endpoint.trim_end_matches('/'))
+        }
+        _ => url,
     }
 }
 

@@ -271,8 +271,10 @@ pub fn guess_vectors(doc: &Value) -> Result<Vec<Vec<f32>>, String> {
         ("$.embeddings", Post::Embeddings),
         ("$.embeddings.float", Post::Embeddings),
     ] {
+        // A wildcard path matching nothing answers an empty list: not this shape.
         if let Ok(Some(v)) = super::jsonpath::select(doc, path)
             && let Ok(out) = vectors(kind, &v)
+            && !out.is_empty()
         {
             return Ok(out);
         }

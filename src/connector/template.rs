@@ -48,6 +48,18 @@ pub fn render(
     credential: &Map<String, Value>,
     escape: Escape,
 ) -> Result<String, Missing> {
+    render_except(template, params, credential, escape, &[])
+}
+
+/// [`render`], with the parameters named in `raw` inserted as they are (ml-commons'
+/// `no_escape_params`: JSON fragments such as `_chat_history` or `tool_configs`).
+pub fn render_except(
+    template: &str,
+    params: &Map<String, Value>,
+    credential: &Map<String, Value>,
+    escape: Escape,
+    raw: &[&str],
+) -> Result<String, Missing> {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;
     while let Some(start) = rest.find("${") {
@@ -70,7 +82,12 @@ pub fn render(
         };
         match found {
             None => out.push_str(&rest[start..start + 2 + end + 1]),
-            Some(Some(v)) => out.push_str(&escaped(v, escape)),
+            Some(Some(v)) => {
+                let as_is = path
+                    .strip_prefix("parameters.")
+                    .is_some_and(|n| raw.contains(&n));
+                out.push_str(&escaped(v, if as_is { Escape::Raw } else { escape }));
+            }
             Some(None) => match default {
                 Some(d) => out.push_str(d),
                 None => return Err(Missing(path.to_string())),

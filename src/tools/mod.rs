@@ -2,6 +2,7 @@
 //! documents, search backends) whose tool lists may change, and a per-agent [`Registry`] that
 //! validates arguments against each tool's JSON schema and enforces time and output limits.
 
+pub mod agent_tool;
 pub mod builtin;
 pub mod http;
 pub mod mcp;

@@ -1,6 +1,8 @@
 //! A fake AWS Bedrock Runtime speaking the real `ConverseStream` wire protocol over HTTP on
 //! `127.0.0.1:0`: `POST /model/{modelId}/converse-stream` answered with binary AWS event-stream
-//! frames (`application/vnd.amazon.eventstream`), or with a REST-JSON error. Good enough for the
+//! frames (`application/vnd.amazon.eventstream`), or with a REST-JSON error. `POST
+//! /model/{modelId}/converse` (what ml-commons connectors call) answers the same scripted reply
+//! folded into one Converse JSON document. Good enough for the
 //! official `aws-sdk-bedrockruntime` client pointed at it with `endpoint_url(fake.endpoint())`.
 //!
 //! Wire notes (checked against aws-sdk-bedrockruntime 1.153):
@@ -72,6 +74,7 @@ impl FakeBedrock {
         });
         let app = axum::Router::new()
             .route("/model/{modelId}/converse-stream", post(converse_stream))
+            .route("/model/{modelId}/converse", post(converse))
             .with_state(shared);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -181,6 +184,93 @@ async fn converse_stream(
             frames.push(exception_frame(exception_type, &message));
             stream_response(frames)
         }
+    }
+}
+
+/// The scripted events folded into the non-streaming `Converse` answer: the message's content
+/// blocks, `stopReason` and `usage`.
+fn folded(events: &[(&'static str, Value)]) -> Value {
+    let mut blocks: Vec<Value> = Vec::new();
+    let mut stop = Value::Null;
+    let mut usage = Value::Null;
+    let at = |blocks: &mut Vec<Value>, i: usize| {
+        while blocks.len() <= i {
+            blocks.push(Value::Null);
+        }
+    };
+    for (t, p) in events {
+        let i = p["contentBlockIndex"].as_u64().unwrap_or(0) as usize;
+        match *t {
+            "contentBlockStart" => {
+                at(&mut blocks, i);
+                let tu = &p["start"]["toolUse"];
+                blocks[i] = json!({"toolUse": {"toolUseId": tu["toolUseId"], "name": tu["name"], "input": ""}});
+            }
+            "contentBlockDelta" => {
+                at(&mut blocks, i);
+                if let Some(text) = p["delta"]["text"].as_str() {
+                    if blocks[i].is_null() {
+                        blocks[i] = json!({"text": ""});
+                    }
+                    let before = blocks[i]["text"].as_str().unwrap_or("").to_string();
+                    blocks[i]["text"] = json!(before + text);
+                } else if let Some(part) = p["delta"]["toolUse"]["input"].as_str() {
+                    let before = blocks[i]["toolUse"]["input"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string();
+                    blocks[i]["toolUse"]["input"] = json!(before + part);
+                }
+            }
+            "messageStop" => stop = p["stopReason"].clone(),
+            "metadata" => usage = p["usage"].clone(),
+            _ => {}
+        }
+    }
+    for b in &mut blocks {
+        if let Some(input) = b["toolUse"]["input"].as_str() {
+            b["toolUse"]["input"] = serde_json::from_str(input).unwrap_or(json!({}));
+        }
+    }
+    blocks.retain(|b| !b.is_null());
+    json!({
+        "output": {"message": {"role": "assistant", "content": blocks}},
+        "stopReason": stop,
+        "usage": usage,
+        "metrics": {"latencyMs": 100}
+    })
+}
+
+async fn converse(
+    State(shared): State<Arc<Shared>>,
+    Path(model_id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    shared.requests.lock().unwrap().push(RecordedRequest {
+        path: format!("/model/{model_id}/converse"),
+        headers,
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    });
+    let reply = shared.replies.lock().unwrap().pop_front();
+    match reply {
+        Some(BedrockReply::Events(events)) => Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "application/json")
+            .header("x-amzn-RequestId", "fake-bedrock-request")
+            .body(Body::from(folded(&events).to_string()))
+            .unwrap(),
+        Some(BedrockReply::Error(status, error_type, message)) => {
+            error_response(status, error_type, &message)
+        }
+        Some(BedrockReply::EventsThenException(_, error_type, message)) => {
+            error_response(500, error_type, &message)
+        }
+        None => error_response(
+            500,
+            "InternalServerException",
+            "fake bedrock: no scripted reply left",
+        ),
     }
 }
 

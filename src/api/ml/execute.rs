@@ -77,6 +77,9 @@ struct Prepared {
     interaction_id: String,
     verbose: bool,
     include_token_usage: bool,
+    /// A plan-execute-reflect run's executor memory, named before it starts (an async task
+    /// reports it at once).
+    executor_memory_id: Option<String>,
 }
 
 /// Validates an execute body (`parameters` and / or the standard `input`) and builds the run.
@@ -171,6 +174,23 @@ async fn prepare(
         }
     }
     let thread = memory_id.clone().unwrap_or_else(new_doc_id);
+    let executor_memory_id =
+        if agent.kind == crate::config::AgentKind::PlanExecuteReflect && agent.memory.store {
+            let id = match params.get("executor_agent_memory_id") {
+                Some(Value::String(e)) if !e.is_empty() && !e.contains('\0') => e.clone(),
+                None => new_doc_id(),
+                Some(_) => {
+                    return Err(MlError::bad(
+                        "parameters.executor_agent_memory_id",
+                        "must be a non-empty string without NUL characters",
+                    ));
+                }
+            };
+            params.insert("executor_agent_memory_id".into(), json!(id));
+            Some(id)
+        } else {
+            None
+        };
     let interaction_id = messages
         .iter()
         .rev()
@@ -199,6 +219,7 @@ async fn prepare(
         interaction_id,
         verbose,
         include_token_usage,
+        executor_memory_id,
     })
 }
 
@@ -285,6 +306,9 @@ fn respond(agent: &Agent, p: &Prepared, report: &Report) -> Result<Value, MlErro
         output.push(json!({ "name": "response", "dataAsMap": data }));
         return Ok(json!({ "inference_results": [{ "output": output }] }));
     }
+    if agent.kind == crate::config::AgentKind::PlanExecuteReflect {
+        return Ok(respond_per(p, report, text));
+    }
     if let Some(m) = &p.memory_id {
         output.push(json!({ "name": "memory_id", "result": m }));
         // The V1 docs name it parent_message_id, later ones parent_interaction_id: both.
@@ -320,6 +344,34 @@ fn respond(agent: &Agent, p: &Prepared, report: &Report) -> Result<Value, MlErro
         }
     }
     Ok(json!({ "inference_results": [{ "output": output }] }))
+}
+
+/// A plan-execute-reflect answer as ml-commons shapes it: the planner's memory and
+/// interaction, the executor's, then the final answer as `dataAsMap.response`.
+fn respond_per(p: &Prepared, report: &Report, text: String) -> Value {
+    let mut output = Vec::new();
+    let mut top = serde_json::Map::new();
+    if let Some(m) = &p.memory_id {
+        output.push(json!({ "name": "memory_id", "result": m }));
+        output.push(json!({ "name": "parent_interaction_id", "result": p.interaction_id }));
+        output.push(json!({ "name": "parent_message_id", "result": p.interaction_id }));
+        top.insert("memory_id".into(), json!(m));
+    }
+    if let Some((memory, interaction)) = &report.executor {
+        output.push(json!({ "name": "executor_agent_memory_id", "result": memory }));
+        output
+            .push(json!({ "name": "executor_agent_parent_interaction_id", "result": interaction }));
+        top.insert("executor_agent_memory_id".into(), json!(memory));
+    }
+    output.push(json!({ "name": "response", "dataAsMap": { "response": text } }));
+    for (name, value) in &report.notices {
+        output.push(json!({ "name": name, "dataAsMap": { name.as_str(): value } }));
+    }
+    if p.include_token_usage {
+        output.push(json!({ "name": "token_usage", "dataAsMap": report.usage.report() }));
+    }
+    top.insert("inference_results".into(), json!([{ "output": output }]));
+    Value::Object(top)
 }
 
 /// `POST /_plugins/_ml/agents/{id}/_execute`.
@@ -389,6 +441,9 @@ async fn start_task(
     )
     .await;
     let memory_id = prepared.memory_id.clone();
+    let prepared_interaction = prepared.interaction_id.clone();
+    let is_per = agent.kind == crate::config::AgentKind::PlanExecuteReflect;
+    let executor_memory_id = prepared.executor_memory_id.clone();
     let store = Arc::clone(&state.store);
     tokio::spawn(async move {
         let report = started.finish().await;
@@ -408,6 +463,12 @@ async fn start_task(
     let mut answer = json!({ "task_id": task_id, "status": "RUNNING" });
     if let Some(m) = memory_id {
         answer["response"] = json!({ "memory_id": m });
+        if is_per {
+            answer["response"]["parent_interaction_id"] = json!(prepared_interaction);
+            if let Some(e) = executor_memory_id {
+                answer["response"]["executor_agent_memory_id"] = json!(e);
+            }
+        }
     }
     Ok(Json(answer).into_response())
 }

@@ -3,8 +3,6 @@
 
 use std::sync::Arc;
 
-use crate::agent::spec::ModelLookup;
-
 /// Embeds texts with a registered model.
 #[async_trait::async_trait]
 pub trait Embedder: Send + Sync {
@@ -29,16 +27,7 @@ impl Embedder for StoreEmbedder {
             store: &*self.store,
             sealer: &self.sealer,
         };
-        let m = models
-            .model(model_id)
-            .await?
-            .ok_or_else(|| format!("no model {model_id:?} is registered"))?;
-        let connector = crate::connector::Connector {
-            doc: &m.connector,
-            credential: &m.credential,
-        };
-        connector
-            .embed(&self.net, texts)
+        crate::connector::embed::embed_with_model(&models, &self.net, model_id, texts)
             .await
             .map_err(|e| format!("embedding model {model_id:?}: {e}"))
     }

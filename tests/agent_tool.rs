@@ -1,0 +1,268 @@
+/// `AgentTool` runs another registered agent (flow or conversational) with the call's question
+/// and returns its answer; its target must exist at registration, chains are bounded, and
+/// cancelling the outer run cancels the inner one.
+mod common;
+
+use std::time::Duration;
+
+use common::{FakeOpenAi, Gateway, Reply, read_until, run_input, text_chunks, tool_call_turn};
+use serde_json::{Value, json};
+
+const MINIMAL: &str = "[[agents]]\nid = \"cfg\"\n[agents.model]\nprovider = \"scripted\"\n";
+
+async fn post(gw: &Gateway, path: &str, body: Value) -> (u16, Value) {
+    let resp = reqwest::Client::new()
+        .post(gw.url(path))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+async fn register(gw: &Gateway, body: Value) -> String {
+    let (status, reg) = post(gw, "/_plugins/_ml/agents/_register", body).await;
+    assert_eq!(status, 200, "{reg}");
+    reg["agent_id"].as_str().unwrap().to_string()
+}
+
+fn model(up: &FakeOpenAi) -> Value {
+    json!({"model_id": "gpt-test", "model_provider": "openai/v1/chat/completions",
+           "credential": {"openAI_key": "sk-x"}, "model_parameters": {"base_url": up.base_url()}})
+}
+
+/// A flow agent whose one step asks the fake weather service about the question's city.
+async fn weather_flow(gw: &Gateway, up: &FakeOpenAi) -> String {
+    register(
+        gw,
+        json!({
+            "name": "weather flow", "type": "flow",
+            "tools": [{ "type": "http", "name": "weather", "description": "Weather for a city",
+                        "url": format!("http://{}/weather", up.addr),
+                        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+                        "input": { "city": "${parameters.question}" } }]
+        }),
+    )
+    .await
+}
+
+fn answer(resp: &Value) -> String {
+    resp["inference_results"][0]["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "response")
+        .and_then(|o| o["result"].as_str())
+        .unwrap_or_else(|| panic!("no response in {resp}"))
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_conversational_agent_calls_a_flow_agent_through_agent_tool() {
+    let up = FakeOpenAi::start(vec![
+        Reply::Sse(tool_call_turn(
+            "c1",
+            "weather_agent",
+            r#"{"question":"Paris"}"#,
+        )),
+        Reply::Sse(text_chunks("Sunny in Paris.")),
+    ])
+    .await;
+    let gw = Gateway::start(MINIMAL).await;
+    let inner = weather_flow(&gw, &up).await;
+    let outer = register(
+        &gw,
+        json!({
+            "name": "outer", "type": "conversational", "model": model(&up),
+            "tools": [{"type": "AgentTool", "name": "weather_agent",
+                       "description": "Knows the weather", "parameters": {"agent_id": inner}}]
+        }),
+    )
+    .await;
+    let (status, resp) = post(
+        &gw,
+        &format!("/_plugins/_ml/agents/{outer}/_execute"),
+        json!({"parameters": {"question": "Weather in Paris?"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{resp}");
+    assert_eq!(answer(&resp), "Sunny in Paris.");
+    // The inner flow ran with the call's question; its answer was the tool result.
+    assert_eq!(up.upstream.tool_calls.lock().unwrap()[0]["city"], "Paris");
+    let reqs = up.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0]["tools"][0]["function"]["name"], "weather_agent");
+    assert_eq!(
+        reqs[0]["tools"][0]["function"]["parameters"]["required"],
+        json!(["question"])
+    );
+    let result = reqs[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap()["content"]
+        .to_string();
+    assert!(
+        result.contains("sunny") && result.contains("temperature_c"),
+        "{result}"
+    );
+}
+
+#[tokio::test]
+async fn a_conversational_agent_calls_a_conversational_agent() {
+    let up = FakeOpenAi::start(vec![
+        Reply::Sse(tool_call_turn(
+            "c1",
+            "expert",
+            r#"{"question":"What is 2+2?"}"#,
+        )),
+        Reply::Sse(text_chunks("The expert says 4.")),
+        Reply::Sse(text_chunks("The answer is 4.")),
+    ])
+    .await;
+    let gw = Gateway::start(MINIMAL).await;
+    let inner = register(
+        &gw,
+        json!({"name": "expert", "type": "conversational", "model": model(&up),
+               "parameters": {"system_prompt": "You are the expert."}}),
+    )
+    .await;
+    let outer = register(
+        &gw,
+        json!({"name": "asker", "type": "conversational", "model": model(&up),
+               "tools": [{"type": "AgentTool", "name": "expert", "parameters": {"agent_id": inner}}]}),
+    )
+    .await;
+    let (status, resp) = post(
+        &gw,
+        &format!("/_plugins/_ml/agents/{outer}/_execute"),
+        json!({"parameters": {"question": "Ask the expert what 2+2 is"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{resp}");
+    assert_eq!(answer(&resp), "The answer is 4.");
+    let reqs = up.requests();
+    assert_eq!(reqs.len(), 3, "{reqs:#?}");
+    // The inner agent: its own system prompt and the call's question, nothing of the outer.
+    assert_eq!(reqs[1]["messages"][0]["content"], "You are the expert.");
+    assert_eq!(reqs[1]["messages"][1]["content"], "What is 2+2?");
+    assert!(!reqs[1].to_string().contains("Ask the expert"));
+    assert!(reqs[2].to_string().contains("The expert says 4."));
+}
+
+#[tokio::test]
+async fn targets_must_exist_and_chains_are_bounded() {
+    let up = FakeOpenAi::start(vec![]).await;
+    let gw = Gateway::start(MINIMAL).await;
+    let (status, resp) = post(
+        &gw,
+        "/_plugins/_ml/agents/_register",
+        json!({"name": "x", "type": "flow",
+               "tools": [{"type": "AgentTool", "parameters": {"agent_id": "nope"}}]}),
+    )
+    .await;
+    assert_eq!(status, 400, "{resp}");
+    assert_eq!(
+        resp["error"]["details"]["field"],
+        "tools[0].parameters.agent_id"
+    );
+    assert!(resp.to_string().contains("no agent \\\"nope\\\""), "{resp}");
+    let (status, resp) = post(
+        &gw,
+        "/_plugins/_ml/agents/_register",
+        json!({"name": "x", "type": "flow", "tools": [{"type": "AgentTool"}]}),
+    )
+    .await;
+    assert_eq!(status, 400, "{resp}");
+    assert_eq!(
+        resp["error"]["details"]["field"],
+        "tools[0].parameters.agent_id"
+    );
+
+    // Flows calling flows: five levels above the weather flow run; a sixth is refused.
+    let mut id = weather_flow(&gw, &up).await;
+    for level in 1..=5 {
+        id = register(
+            &gw,
+            json!({"name": format!("level {level}"), "type": "flow",
+                   "tools": [{"type": "AgentTool", "name": "down", "parameters": {"agent_id": id}}]}),
+        )
+        .await;
+    }
+    let (status, resp) = post(
+        &gw,
+        &format!("/_plugins/_ml/agents/{id}/_execute"),
+        json!({"parameters": {"question": "Oslo"}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{resp}");
+    let out = resp.to_string();
+    assert!(out.contains("Oslo") && out.contains("sunny"), "{out}");
+    let (status, resp) = post(
+        &gw,
+        "/_plugins/_ml/agents/_register",
+        json!({"name": "too deep", "type": "flow",
+               "tools": [{"type": "AgentTool", "name": "down", "parameters": {"agent_id": id}}]}),
+    )
+    .await;
+    assert_eq!(status, 400, "{resp}");
+    assert_eq!(
+        resp["error"]["details"]["field"],
+        "tools[0].parameters.agent_id"
+    );
+}
+
+#[tokio::test]
+async fn cancelling_the_outer_run_cancels_the_inner_one() {
+    let up = FakeOpenAi::start(vec![
+        Reply::Sse(tool_call_turn(
+            "c1",
+            "expert",
+            r#"{"question":"Think hard"}"#,
+        )),
+        Reply::Stall(vec![
+            json!({"choices": [{"index": 0, "delta": {"content": "Thinking..."}}]}),
+        ]),
+    ])
+    .await;
+    let gw = Gateway::start(MINIMAL).await;
+    let inner = register(
+        &gw,
+        json!({"name": "expert", "type": "conversational", "model": model(&up)}),
+    )
+    .await;
+    let outer = register(
+        &gw,
+        json!({"name": "asker", "type": "conversational", "model": model(&up),
+               "tools": [{"type": "AgentTool", "name": "expert", "parameters": {"agent_id": inner}}]}),
+    )
+    .await;
+    let mut resp = gw
+        .post(
+            &outer,
+            &run_input(
+                "t-agent-tool",
+                json!([{"id": "u", "role": "user", "content": "go"}]),
+            ),
+        )
+        .await;
+    read_until(&mut resp, "TOOL_CALL_END").await;
+    // Wait until the inner agent's model call is under way.
+    for _ in 0..200 {
+        if up.requests().len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(up.requests().len(), 2);
+    drop(resp);
+    tokio::time::timeout(Duration::from_secs(10), up.upstream.dropped.notified())
+        .await
+        .expect("the inner agent's upstream request was not dropped with the outer run");
+}
