@@ -314,6 +314,7 @@ pub fn model_config(
                 ),
             ));
         }
+        None if str_field(&c, "protocol") == Some("scripted") => "scripted",
         None if url.contains("/converse") => "bedrock",
         None if url.ends_with("/chat/completions") => "openai",
         None if url.ends_with("/v1/messages") => "anthropic",
