@@ -395,7 +395,8 @@ async fn attributes_input_schema_is_what_the_model_is_offered() {
         json!({"name": "a", "type": "conversational", "model": model,
                "tools": [{"type": "http", "name": "retrieve", "url": format!("http://{}/weather", up.addr),
                           "description": "Retrieves.",
-                          "attributes": {"input_schema": schema, "strict": false}}]}),
+                          "attributes": {"input_schema": schema, "strict": true}},
+                         {"type": "ListIndexTool", "attributes": {"strict": "false"}}]}),
     )
     .await;
     assert_eq!(status, 200, "{reg}");
@@ -407,10 +408,12 @@ async fn attributes_input_schema_is_what_the_model_is_offered() {
     )
     .await;
     assert_eq!(status, 200, "{out}");
-    assert_eq!(
-        up.requests()[0]["tools"][0]["function"]["parameters"],
-        schema
-    );
+    let tools = &up.requests()[0]["tools"];
+    assert_eq!(tools[0]["function"]["parameters"], schema);
+    // strict is what the model is offered too (OpenAI's strict function calling).
+    assert_eq!(tools[0]["function"]["strict"], true, "{tools}");
+    assert_eq!(tools[1]["function"]["name"], "ListIndexTool", "{tools}");
+    assert_eq!(tools[1]["function"]["strict"], false, "{tools}");
 
     for (attributes, field) in [
         (

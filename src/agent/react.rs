@@ -311,6 +311,7 @@ impl Run<'_> {
                     .clone()
                     .filter(Value::is_object)
                     .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+                strict: None,
             })
             .collect();
         let mut tools = self.agent.tools.specs();

@@ -708,11 +708,21 @@ fn apply_attributes(
     let Some(attrs) = attrs.as_object() else {
         return Err(invalid(f("attributes"), "must be an object"));
     };
-    if let Some(s) = attrs.get("strict")
-        && !s.is_boolean()
-        && !matches!(s.as_str(), Some("true" | "false"))
-    {
-        return Err(invalid(f("attributes.strict"), "must be true or false"));
+    let strict = match attrs.get("strict") {
+        None | Some(Value::Null) => None,
+        Some(Value::Bool(b)) => Some(*b),
+        Some(Value::String(s)) if s == "true" || s == "false" => Some(s == "true"),
+        Some(_) => return Err(invalid(f("attributes.strict"), "must be true or false")),
+    };
+    let spec = match &mut tool.kind {
+        ToolKind::Http { spec, .. }
+        | ToolKind::Model { spec, .. }
+        | ToolKind::Agent { spec, .. } => Some(spec),
+        ToolKind::MlCommons(c) => Some(&mut c.spec),
+        _ => None,
+    };
+    if let (Some(spec), Some(strict)) = (spec, strict) {
+        spec.strict = Some(strict);
     }
     let Some(schema) = attrs.get("input_schema") else {
         return Ok(());
@@ -939,6 +949,7 @@ async fn compile_tools(
                     .unwrap_or("A general tool to answer any question")
                     .to_string(),
                 input_schema: ModelTool::default_schema(),
+                strict: None,
             };
             let tool = ToolConfig {
                 kind: ToolKind::Model {
@@ -972,6 +983,7 @@ async fn compile_tools(
                     .unwrap_or("Runs another agent on a question and returns its answer")
                     .to_string(),
                 input_schema: crate::tools::agent_tool::AgentTool::default_schema(),
+                strict: None,
             };
             let tool = ToolConfig {
                 kind: ToolKind::Agent {

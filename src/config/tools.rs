@@ -313,6 +313,7 @@ fn resolve_http(f: HttpFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Too
             name,
             description: description.unwrap_or_default(),
             input_schema,
+            strict: None,
         },
         url,
         method,

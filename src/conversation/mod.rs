@@ -258,6 +258,10 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON Schema of the arguments (an object schema).
     pub input_schema: Value,
+    /// Whether the model must follow the schema exactly (OpenAI's `strict` function
+    /// calling); a registration's `attributes.strict`. Unset: the provider's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
 }
 
 /// A conversation ready for a model: system prompts and alternating turns.

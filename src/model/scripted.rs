@@ -653,6 +653,7 @@ mod tests {
             name: "change_background".into(),
             description: String::new(),
             input_schema: Value::Null,
+            strict: None,
         });
         assert!(
             matches!(&p.script(&req).unwrap()[0], ModelEvent::ToolCallStart { name, .. } if name == "change_background")

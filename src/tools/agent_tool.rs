@@ -206,6 +206,7 @@ mod tests {
                 name: "down".into(),
                 description: String::new(),
                 input_schema: AgentTool::default_schema(),
+                strict: None,
             },
             "inner".into(),
             AgentLink::default(),

@@ -22,8 +22,7 @@ impl Calculator {
                     "type": "object",
                     "properties": {"expression": {"type": "string", "description": "The expression to evaluate"}},
                     "required": ["expression"]
-                }),
-            },
+                }), strict: None, },
         }
     }
 }
@@ -64,6 +63,7 @@ impl Publish {
                     "properties": {"text": {"type": "string", "minLength": 1, "maxLength": 500}},
                     "required": ["text"]
                 }),
+                strict: None,
             },
         }
     }
@@ -276,6 +276,7 @@ impl StateTool {
                 name: name.to_string(),
                 description: description.unwrap_or(default_description),
                 input_schema,
+                strict: None,
             },
             key,
         }

@@ -486,6 +486,7 @@ mod tests {
             name: "echo".into(),
             description: String::new(),
             input_schema: json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}, "s": {"type": "string"}}, "required": ["n"]}),
+            strict: None,
         };
         let mut b = RegistryBuilder::default();
         b.tool(Arc::new(Echo(spec.clone(), pause)), options.clone())

@@ -512,6 +512,7 @@ mod tests {
                 name: "lookup".into(),
                 description: "Looks up".into(),
                 input_schema: json!({"type": "object", "properties": {"q": {"type": "string"}}}),
+                strict: None,
             }],
             params: Default::default(),
         }

@@ -191,6 +191,7 @@ mod tests {
             name: "weather".into(),
             description: "Weather for a city".into(),
             input_schema: json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+            strict: None,
         }
     }
 

@@ -26,7 +26,7 @@ pub(super) fn tool_json(interface: Interface, t: &ToolSpec) -> Value {
         Interface::GeminiGenerateContent => super::gemini::tool_json(t),
         _ => json!({"type": "function", "function": {
             "name": t.name, "description": t.description, "parameters": t.input_schema,
-            "strict": false
+            "strict": t.strict.unwrap_or(false)
         }}),
     }
 }

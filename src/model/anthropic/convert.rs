@@ -260,6 +260,7 @@ mod tests {
                 name: "f".into(),
                 description: "d".into(),
                 input_schema: json!({"type": "object"}),
+                strict: None,
             }],
             params: InferenceParams {
                 temperature: Some(0.5),

@@ -477,6 +477,7 @@ mod tests {
                 name: "f".into(),
                 description: String::new(),
                 input_schema: json!({"type": "object"}),
+                strict: None,
             }],
             params: InferenceParams {
                 max_tokens: Some(100),

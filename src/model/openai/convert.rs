@@ -34,8 +34,12 @@ pub fn request_body(model: &str, req: &ModelRequest) -> Result<Value, ModelError
             .tools
             .iter()
             .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.input_schema}})
+                let mut f = json!({
+                    "name": t.name, "description": t.description, "parameters": t.input_schema});
+                if let Some(strict) = t.strict {
+                    f["strict"] = json!(strict);
+                }
+                json!({"type": "function", "function": f})
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
@@ -266,6 +270,7 @@ mod tests {
                 name: "f".into(),
                 description: "d".into(),
                 input_schema: json!({"type": "object"}),
+                strict: None,
             }],
             params: crate::model::InferenceParams {
                 max_tokens: Some(300),

@@ -284,6 +284,7 @@ fn publish(inner: &Inner, listed: Vec<rmcp::model::Tool>) {
             name,
             description,
             input_schema: Value::Object(schema),
+            strict: None,
         };
         tools.push(SourceTool::new(Arc::new(McpTool {
             spec,

@@ -37,6 +37,7 @@ impl OpenApiTool {
             name: op.name.clone(),
             description: op.description.clone(),
             input_schema: op.input_schema.clone(),
+            strict: None,
         };
         Self {
             spec,

@@ -244,6 +244,7 @@ pub fn from_registration(
             name,
             description,
             input_schema: ty.default_schema(),
+            strict: None,
         },
         params,
         fill_size: None,

@@ -38,6 +38,7 @@ pub fn entry_tools(
                     name: ty.as_str().into(),
                     description: ty.default_description().into(),
                     input_schema: schema,
+                    strict: None,
                 },
                 params,
                 fill_size: fill,

@@ -69,6 +69,7 @@ impl EmbeddedSearchTool {
                 "required": ["query"],
                 "additionalProperties": false
             }),
+            strict: None,
         };
         Self {
             spec,
