@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::history::ThreadStore;
+use super::history::{ThreadStore, last_user_text, message_text};
 use super::react::new_id;
 use super::{Agent, Overrides, Report};
 use crate::config::FlowStep;
@@ -61,27 +61,6 @@ pub async fn run(
     report
 }
 
-fn last_user_text(input: &RunAgentInput) -> Option<String> {
-    let m = input
-        .raw_messages
-        .iter()
-        .rev()
-        .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))?;
-    Some(message_text(m))
-}
-
-fn message_text(m: &Value) -> String {
-    match m.get("content") {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join(" "),
-        _ => String::new(),
-    }
-}
-
 /// How many earlier interactions `${parameters.chat_history}` holds unless
 /// `message_history_limit` says otherwise (ml-commons' default).
 const DEFAULT_HISTORY_INTERACTIONS: usize = 10;
@@ -115,10 +94,10 @@ fn chat_history(stored: &[Value], current: &[Value], limit: usize) -> Option<Str
         match m.get("role").and_then(Value::as_str) {
             Some("user") => {
                 close(&mut question, &mut answer, &mut pairs);
-                question = Some(message_text(m));
+                question = Some(message_text(m, " "));
             }
             Some("assistant") if m.get("content").is_some_and(|c| !c.is_null()) => {
-                let text = message_text(m);
+                let text = message_text(m, " ");
                 if !text.is_empty() {
                     answer = text;
                 }
@@ -252,24 +231,14 @@ async fn drive(
 ) -> Result<(), Stop> {
     let halted = |e: crate::runs::EmitError| ("INTERNAL_ERROR".to_string(), e.to_string());
     emitter
-        .emit(Event::RunStarted {
-            thread_id: input.thread_id.clone(),
-            run_id: input.run_id.clone(),
-            parent_run_id: input.parent_run_id.clone(),
-            protocol_version: if emitter.is_v1() {
-                input.protocol_version.clone()
-            } else {
-                None
-            },
-            input: None,
-        })
+        .emit(super::history::run_started(input, emitter.is_v1()))
         .await
         .map_err(halted)?;
     let overrides = Overrides::of(input);
     let mut params = agent.parameters.clone();
     params.extend(overrides.parameters.clone());
     if !params.contains_key("question")
-        && let Some(q) = last_user_text(input)
+        && let Some(q) = last_user_text(&input.raw_messages)
     {
         params.insert("question".into(), json!(q));
     }

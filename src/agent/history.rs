@@ -294,6 +294,46 @@ pub fn limit_history(messages: &mut Vec<Message>, limit: usize) {
     }
 }
 
+/// The text of a raw AG-UI message: its string content, or its parts' texts joined by `sep`.
+pub(crate) fn message_text(m: &Value, sep: &str) -> String {
+    match m.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(sep),
+        _ => String::new(),
+    }
+}
+
+/// The text of the last user message among raw AG-UI messages.
+pub(crate) fn last_user_text(raw: &[Value]) -> Option<String> {
+    raw.iter()
+        .rev()
+        .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        .map(|m| message_text(m, " "))
+}
+
+/// The `RUN_STARTED` event opening a run of `input` (the protocol version only for 1.0
+/// clients, which know the field).
+pub(crate) fn run_started(
+    input: &crate::protocol::input::RunAgentInput,
+    v1: bool,
+) -> crate::protocol::events::Event {
+    crate::protocol::events::Event::RunStarted {
+        thread_id: input.thread_id.clone(),
+        run_id: input.run_id.clone(),
+        parent_run_id: input.parent_run_id.clone(),
+        protocol_version: if v1 {
+            input.protocol_version.clone()
+        } else {
+            None
+        },
+        input: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::history::{last_user_text, message_text};
 use super::usage::Ledger;
 use super::{Agent, Overrides, Report};
 use crate::connector::template::{Escape, render};
@@ -282,17 +283,7 @@ impl Per<'_> {
     async fn drive(&mut self) -> Result<(), Stop> {
         let input = self.input;
         self.emitter
-            .emit(Event::RunStarted {
-                thread_id: input.thread_id.clone(),
-                run_id: input.run_id.clone(),
-                parent_run_id: input.parent_run_id.clone(),
-                protocol_version: if self.emitter.is_v1() {
-                    input.protocol_version.clone()
-                } else {
-                    None
-                },
-                input: None,
-            })
+            .emit(super::history::run_started(input, self.emitter.is_v1()))
             .await
             .map_err(halted)?;
         let question = match self.params.get("question").and_then(Value::as_str) {
@@ -708,25 +699,6 @@ fn snippet(text: &str) -> String {
     }
 }
 
-fn message_text(m: &Value) -> String {
-    match m.get("content") {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join(" "),
-        _ => String::new(),
-    }
-}
-
-fn last_user_text(raw: &[Value]) -> Option<String> {
-    raw.iter()
-        .rev()
-        .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
-        .map(message_text)
-}
-
 /// The thread's earlier questions and answers (the last `limit` interactions), for the
 /// planner of a continued conversation.
 fn interactions(stored: &[Value], current: &[Value], limit: usize) -> String {
@@ -743,10 +715,10 @@ fn interactions(stored: &[Value], current: &[Value], limit: usize) -> String {
             continue;
         }
         match m.get("role").and_then(Value::as_str) {
-            Some("user") => pairs.push((message_text(m), String::new())),
+            Some("user") => pairs.push((message_text(m, " "), String::new())),
             Some("assistant") => {
                 if let Some(last) = pairs.last_mut() {
-                    let text = message_text(m);
+                    let text = message_text(m, " ");
                     if !text.is_empty() {
                         last.1 = text;
                     }

@@ -210,17 +210,7 @@ impl Run<'_> {
     async fn drive(&mut self) -> Result<(), Halt> {
         let input = self.input;
         self.emitter
-            .emit(Event::RunStarted {
-                thread_id: input.thread_id.clone(),
-                run_id: input.run_id.clone(),
-                parent_run_id: input.parent_run_id.clone(),
-                protocol_version: if self.emitter.is_v1() {
-                    input.protocol_version.clone()
-                } else {
-                    None
-                },
-                input: None,
-            })
+            .emit(super::history::run_started(input, self.emitter.is_v1()))
             .await?;
         let history = match &self.thread_store {
             None => None,

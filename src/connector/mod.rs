@@ -8,9 +8,10 @@ pub mod jsonpath;
 pub mod llm;
 pub mod mcp;
 pub mod process;
+pub mod sigv4;
 pub mod template;
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
@@ -505,9 +506,6 @@ fn sign_v4(
     params: &Map<String, Value>,
     credential: &Map<String, Value>,
 ) -> Result<Vec<(String, String)>, CallError> {
-    use aws_sigv4::http_request::{
-        PayloadChecksumKind, SignableBody, SignableRequest, SigningSettings, sign,
-    };
     let s = |m: &Map<String, Value>, k: &str| m.get(k).and_then(Value::as_str).map(str::to_string);
     let (Some(ak), Some(sk)) = (s(credential, "access_key"), s(credential, "secret_key")) else {
         return Err(CallError::Template(
@@ -516,38 +514,16 @@ fn sign_v4(
     };
     let region = s(params, "region").unwrap_or_else(|| "us-east-1".into());
     let service = s(params, "service_name").unwrap_or_else(|| "bedrock".into());
-    let identity = aws_credential_types::Credentials::new(
+    let credentials = aws_credential_types::Credentials::new(
         ak,
         sk,
         s(credential, "session_token"),
         None,
         "agui-gateway",
-    )
-    .into();
-    let mut settings = SigningSettings::default();
-    settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
-    let params = aws_sigv4::sign::v4::SigningParams::builder()
-        .identity(&identity)
-        .region(&region)
-        .name(&service)
-        .time(SystemTime::now())
-        .settings(settings)
-        .build()
-        .map_err(|e| CallError::Template(format!("cannot sign: {e}")))?
-        .into();
-    let signable = SignableRequest::new(
-        method,
-        url.as_str(),
-        headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-        SignableBody::Bytes(body),
-    )
-    .map_err(|e| CallError::Template(format!("cannot sign: {e}")))?;
-    let (instructions, _) = sign(signable, &params)
-        .map_err(|e| CallError::Template(format!("cannot sign: {e}")))?
-        .into_parts();
-    for (k, v) in instructions.headers() {
-        headers.push((k.to_string(), v.to_string()));
-    }
+    );
+    let signed = sigv4::headers(credentials, &region, &service, method, url, &headers, body)
+        .map_err(CallError::Template)?;
+    headers.extend(signed);
     Ok(headers)
 }
 

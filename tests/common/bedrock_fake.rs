@@ -63,6 +63,18 @@ struct Shared {
     requests: Arc<Mutex<Vec<RecordedRequest>>>,
 }
 
+impl Shared {
+    /// Records a request and takes the next scripted reply.
+    fn take(&self, path: String, headers: HeaderMap, body: &[u8]) -> Option<BedrockReply> {
+        self.requests.lock().unwrap().push(RecordedRequest {
+            path,
+            headers,
+            body: serde_json::from_slice(body).unwrap_or(Value::Null),
+        });
+        self.replies.lock().unwrap().pop_front()
+    }
+}
+
 impl FakeBedrock {
     /// Starts the fake; `replies` are served in order, one per request; when none are left it
     /// answers 500 `InternalServerException`.
@@ -155,12 +167,7 @@ async fn converse_stream(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    shared.requests.lock().unwrap().push(RecordedRequest {
-        path: format!("/model/{model_id}/converse-stream"),
-        headers,
-        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
-    });
-    let reply = shared.replies.lock().unwrap().pop_front();
+    let reply = shared.take(format!("/model/{model_id}/converse-stream"), headers, &body);
     match reply {
         None => error_response(
             500,
@@ -247,12 +254,7 @@ async fn converse(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    shared.requests.lock().unwrap().push(RecordedRequest {
-        path: format!("/model/{model_id}/converse"),
-        headers,
-        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
-    });
-    let reply = shared.replies.lock().unwrap().pop_front();
+    let reply = shared.take(format!("/model/{model_id}/converse"), headers, &body);
     match reply {
         Some(BedrockReply::Events(events)) => Response::builder()
             .status(StatusCode::OK)

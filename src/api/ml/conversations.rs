@@ -62,18 +62,6 @@ fn iso(ms: i64) -> String {
         .unwrap_or_default()
 }
 
-fn text_of(m: &Value) -> String {
-    match m.get("content") {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
-}
-
 /// One question, its answer, and the tool calls between them.
 struct Interaction<'a> {
     question: &'a TimedMessage,
@@ -99,7 +87,7 @@ fn interactions(messages: &[TimedMessage]) -> Vec<Interaction<'_>> {
             Some("assistant") => {
                 let Some(i) = out.last_mut() else { continue };
                 i.updated_ms = i.updated_ms.max(m.updated_ms);
-                let text = text_of(body);
+                let text = crate::agent::history::message_text(body, "\n");
                 if !text.is_empty() {
                     i.response = text;
                 }
@@ -138,7 +126,7 @@ fn message_json(memory_id: &str, i: &Interaction<'_>) -> Value {
         "message_id": i.question.message.id,
         "create_time": iso(i.question.created_ms),
         "updated_time": iso(i.updated_ms),
-        "input": text_of(&i.question.message.body),
+        "input": crate::agent::history::message_text(&i.question.message.body, "\n"),
         "prompt_template": "",
         "response": i.response,
         "origin": "",
@@ -156,7 +144,7 @@ fn traces_json(memory_id: &str, i: &Interaction<'_>) -> Vec<Value> {
                     r.message.id.clone(),
                     r.created_ms,
                     r.updated_ms,
-                    text_of(&r.message.body),
+                    crate::agent::history::message_text(&r.message.body, "\n"),
                 ),
                 None => (
                     call.clone(),
@@ -206,7 +194,11 @@ fn memory_json(t: &ThreadRecord) -> Value {
         "memory_id": t.thread,
         "create_time": iso(t.created_ms),
         "updated_time": iso(t.updated_ms),
-        "name": t.first_question.as_ref().map(text_of).unwrap_or_default(),
+        "name": t
+            .first_question
+            .as_ref()
+            .map(|q| crate::agent::history::message_text(q, "\n"))
+            .unwrap_or_default(),
         "user": t.owner,
         "application_type": t.agent,
     })

@@ -135,30 +135,7 @@ pub fn read_deepseek(text: &str, usage: Option<&Value>) -> Vec<ModelEvent> {
     if let Some(j) = &json
         && j.get("stop_reason").and_then(Value::as_str) == Some("tool_use")
     {
-        for c in j
-            .get("tool_calls")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            calls += 1;
-            let id = c
-                .get("id")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .unwrap_or_else(|| format!("call_{calls}"));
-            let name = c
-                .get("tool_name")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            let args = match c.get("input") {
-                Some(Value::String(s)) => s.clone(),
-                Some(v) => v.to_string(),
-                None => "{}".into(),
-            };
-            call_events(&mut out, id, name, args);
-        }
+        calls = listed_calls(&mut out, j.get("tool_calls"), "/tool_name", "/input");
     }
     if calls == 0 {
         let answer = json
@@ -238,6 +215,37 @@ fn stop_reason(s: &str) -> StopReason {
         }
         other => StopReason::Other(other.to_string()),
     }
+}
+
+/// The calls of a `tool_calls` list, each with an `id` (else `call_<n>`), its name and its
+/// arguments (JSON text, or JSON) at these pointers; answers how many there were.
+fn listed_calls(
+    out: &mut Vec<ModelEvent>,
+    list: Option<&Value>,
+    name_at: &str,
+    args_at: &str,
+) -> usize {
+    let mut calls = 0;
+    for c in list.and_then(Value::as_array).into_iter().flatten() {
+        calls += 1;
+        let id = c
+            .get("id")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("call_{calls}"));
+        let name = c
+            .pointer(name_at)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let args = match c.pointer(args_at) {
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => "{}".into(),
+        };
+        call_events(out, id, name, args);
+    }
+    calls
 }
 
 fn call_events(out: &mut Vec<ModelEvent>, id: String, name: String, args: String) {
@@ -326,31 +334,12 @@ pub fn read_openai(doc: &Value) -> Result<Vec<ModelEvent>, ModelError> {
     {
         out.push(ModelEvent::TextDelta(t.to_string()));
     }
-    let mut calls = 0;
-    for c in msg
-        .get("tool_calls")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        calls += 1;
-        let id = c
-            .get("id")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .unwrap_or_else(|| format!("call_{calls}"));
-        let name = c
-            .pointer("/function/name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let args = match c.pointer("/function/arguments") {
-            Some(Value::String(s)) => s.clone(),
-            Some(other) => other.to_string(),
-            None => "{}".into(),
-        };
-        call_events(&mut out, id, name, args);
-    }
+    let calls = listed_calls(
+        &mut out,
+        msg.get("tool_calls"),
+        "/function/name",
+        "/function/arguments",
+    );
     if let Some(u) = doc.get("usage") {
         out.push(ModelEvent::Usage(Usage {
             input_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),

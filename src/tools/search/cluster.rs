@@ -14,8 +14,6 @@
 //! verify_tls = true
 //! ```
 
-use std::time::SystemTime;
-
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -316,9 +314,6 @@ impl Cluster {
         service: &str,
     ) -> Result<Vec<(String, String)>, ClusterError> {
         use aws_credential_types::provider::ProvideCredentials;
-        use aws_sigv4::http_request::{
-            PayloadChecksumKind, SignableBody, SignableRequest, SigningSettings, sign,
-        };
         let provider = self
             .aws
             .get_or_init(|| async {
@@ -334,33 +329,8 @@ impl Cluster {
             tracing::warn!(error = %e, "AWS credentials for OpenSearch");
             ClusterError::Request("AWS credentials could not be loaded".into())
         })?;
-        let identity = creds.into();
-        let mut settings = SigningSettings::default();
-        // OpenSearch Serverless requires the payload hash header; managed domains accept it.
-        settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
-        let params = aws_sigv4::sign::v4::SigningParams::builder()
-            .identity(&identity)
-            .region(region)
-            .name(service)
-            .time(SystemTime::now())
-            .settings(settings)
-            .build()
-            .map_err(|e| ClusterError::Request(format!("cannot sign: {e}")))?
-            .into();
-        let signable = SignableRequest::new(
-            method,
-            url.as_str(),
-            headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-            SignableBody::Bytes(body),
-        )
-        .map_err(|e| ClusterError::Request(format!("cannot sign: {e}")))?;
-        let (instructions, _) = sign(signable, &params)
-            .map_err(|e| ClusterError::Request(format!("cannot sign: {e}")))?
-            .into_parts();
-        Ok(instructions
-            .headers()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect())
+        crate::connector::sigv4::headers(creds, region, service, method, url, headers, body)
+            .map_err(ClusterError::Request)
     }
 }
 
