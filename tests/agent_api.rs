@@ -17,24 +17,7 @@ use serde_json::{Value, json};
 const MINIMAL: &str = "[[agents]]\nid = \"cfg\"\n[agents.model]\nprovider = \"scripted\"\n";
 
 async fn call(gw: &Gateway, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    let client = reqwest::Client::new();
-    let url = gw.url(path);
-    let req = match method {
-        "GET" => client.get(url),
-        "DELETE" => client.delete(url),
-        _ => client.post(url),
-    };
-    let req = match body {
-        Some(b) => req.json(&b),
-        None => req,
-    };
-    let resp = req.send().await.unwrap();
-    let status = resp.status().as_u16();
-    let text = resp.text().await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
+    common::send_json(method, gw.url(path), body.as_ref()).await
 }
 
 async fn post(gw: &Gateway, path: &str, body: Value) -> (u16, Value) {
@@ -43,12 +26,7 @@ async fn post(gw: &Gateway, path: &str, body: Value) -> (u16, Value) {
 
 /// The `result` of the output named `name`.
 fn output<'a>(resp: &'a Value, name: &str) -> &'a Value {
-    resp["inference_results"][0]["output"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["name"] == name)
-        .unwrap_or_else(|| panic!("no output {name:?} in {resp}"))
+    common::ml_output(resp, name)
 }
 
 fn assert_error(status: u16, body: &Value, want: u16, field: &str) {

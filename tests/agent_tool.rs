@@ -11,18 +11,7 @@ use serde_json::{Value, json};
 const MINIMAL: &str = "[[agents]]\nid = \"cfg\"\n[agents.model]\nprovider = \"scripted\"\n";
 
 async fn post(gw: &Gateway, path: &str, body: Value) -> (u16, Value) {
-    let resp = reqwest::Client::new()
-        .post(gw.url(path))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    let text = resp.text().await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
+    common::send_json("POST", gw.url(path), Some(&body)).await
 }
 
 async fn register(gw: &Gateway, body: Value) -> String {

@@ -96,23 +96,11 @@ async fn stand_in(replies: Vec<Value>) -> (String, Up) {
 }
 
 async fn post_json(gw: &Gateway, path: &str, body: Value) -> (u16, Value) {
-    let resp = reqwest::Client::new()
-        .post(gw.url(path))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap())
+    common::send_json("POST", gw.url(path), Some(&body)).await
 }
 
 fn output<'a>(resp: &'a Value, name: &str) -> &'a Value {
-    resp["inference_results"][0]["output"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["name"] == name)
-        .unwrap_or_else(|| panic!("no output {name:?} in {resp}"))
+    common::ml_output(resp, name)
 }
 
 fn assert_signed(h: &HeaderMap, region: &str) {

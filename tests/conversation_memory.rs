@@ -30,13 +30,9 @@ async fn call(
 }
 
 fn output<'a>(resp: &'a Value, name: &str) -> &'a str {
-    resp["inference_results"][0]["output"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["name"] == name)
-        .and_then(|o| o["result"].as_str())
-        .unwrap_or_else(|| panic!("no output {name:?} in {resp}"))
+    common::ml_output(resp, name)["result"]
+        .as_str()
+        .unwrap_or_else(|| panic!("output {name:?} has no result in {resp}"))
 }
 
 const ALICE: &str = "alice-key-0123456789abcdef";

@@ -15,17 +15,7 @@ async fn send(
     path: &str,
     body: Option<Value>,
 ) -> (u16, Value) {
-    let mut req = reqwest::Client::new().request(method, gw.url(path));
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let resp = req.send().await.unwrap();
-    let status = resp.status().as_u16();
-    let text = resp.text().await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
+    common::send_json(method.as_str(), gw.url(path), body.as_ref()).await
 }
 
 async fn post(gw: &Gateway, path: &str, body: Value) -> (u16, Value) {
@@ -33,12 +23,7 @@ async fn post(gw: &Gateway, path: &str, body: Value) -> (u16, Value) {
 }
 
 fn output<'a>(resp: &'a Value, name: &str) -> &'a Value {
-    resp["inference_results"][0]["output"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["name"] == name)
-        .unwrap_or_else(|| panic!("no output {name:?} in {resp}"))
+    common::ml_output(resp, name)
 }
 
 fn assert_ml_error(status: u16, body: &Value, want: u16) {

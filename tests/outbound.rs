@@ -58,14 +58,7 @@ async fn gateway(outbound: &str) -> Gateway {
 }
 
 async fn post(gw: &Gateway, path: &str, body: Value) -> (u16, Value) {
-    let resp = reqwest::Client::new()
-        .post(gw.url(path))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
+    send_json("POST", gw.url(path), Some(&body)).await
 }
 
 fn connector(url: &str) -> Value {

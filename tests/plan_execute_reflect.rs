@@ -21,31 +21,11 @@ const STEP_2: &str = "Decide whether an umbrella is needed";
 const FINAL: &str = "Paris is sunny at 21C: no umbrella needed.";
 
 async fn call(gw: &Gateway, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    let client = reqwest::Client::new();
-    let req = match method {
-        "GET" => client.get(gw.url(path)),
-        _ => client.post(gw.url(path)),
-    };
-    let req = match body {
-        Some(b) => req.json(&b),
-        None => req,
-    };
-    let resp = req.send().await.unwrap();
-    let status = resp.status().as_u16();
-    let text = resp.text().await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
+    common::send_json(method, gw.url(path), body.as_ref()).await
 }
 
 fn output<'a>(resp: &'a Value, name: &str) -> &'a Value {
-    resp["inference_results"][0]["output"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no output in {resp}"))
-        .iter()
-        .find(|o| o["name"] == name)
-        .unwrap_or_else(|| panic!("no output {name:?} in {resp}"))
+    common::ml_output(resp, name)
 }
 
 /// Planner, executor (a tool call, then its result), reflect (one more step), executor (text),

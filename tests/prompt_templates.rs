@@ -12,24 +12,12 @@ use serde_json::{Value, json};
 const MINIMAL: &str = "[[agents]]\nid = \"cfg\"\n[agents.model]\nprovider = \"scripted\"\n";
 
 async fn send(gw: &Gateway, get: bool, path: &str, body: Value) -> (u16, Value) {
-    let c = reqwest::Client::new();
-    let req = if get {
-        c.get(gw.url(path))
-    } else {
-        c.post(gw.url(path)).json(&body)
-    };
-    let resp = req.send().await.unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
+    let body = (!get).then_some(&body);
+    common::send_json(if get { "GET" } else { "POST" }, gw.url(path), body).await
 }
 
 fn output<'a>(resp: &'a Value, name: &str) -> &'a Value {
-    resp["inference_results"][0]["output"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["name"] == name)
-        .unwrap_or_else(|| panic!("no output {name:?} in {resp}"))
+    common::ml_output(resp, name)
 }
 
 /// A registered model on the scripted provider that answers with what it was asked (and the

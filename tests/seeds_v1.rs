@@ -98,14 +98,7 @@ async fn bedrock() -> (String, Seen) {
 }
 
 async fn send(gw: &Gateway, method: &str, path: &str, body: Value) -> (u16, Value) {
-    let c = reqwest::Client::new();
-    let req = match method {
-        "PUT" => c.put(gw.url(path)),
-        _ => c.post(gw.url(path)),
-    };
-    let resp = req.json(&body).send().await.unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
+    common::send_json(method, gw.url(path), Some(&body)).await
 }
 
 fn names(resp: &Value) -> Vec<&str> {
@@ -118,13 +111,9 @@ fn names(resp: &Value) -> Vec<&str> {
 }
 
 fn result<'a>(resp: &'a Value, name: &str) -> &'a str {
-    resp["inference_results"][0]["output"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["name"] == name)
-        .and_then(|o| o["result"].as_str())
-        .unwrap_or_else(|| panic!("no output {name:?} in {resp}"))
+    common::ml_output(resp, name)["result"]
+        .as_str()
+        .unwrap_or_else(|| panic!("output {name:?} has no result in {resp}"))
 }
 
 /// The prompts Claude instant was sent, in order.

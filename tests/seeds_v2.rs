@@ -30,12 +30,7 @@ async fn gateway(os: &OpenSearchFake) -> (Gateway, String) {
 }
 
 fn result<'a>(resp: &'a Value, name: &str) -> &'a Value {
-    resp["inference_results"][0]["output"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["name"] == name)
-        .unwrap_or_else(|| panic!("no output {name:?} in {resp}"))
+    ml_output(resp, name)
 }
 
 fn search_tool(name: &str, index: &str, field: &str, source: &str) -> Value {

@@ -187,18 +187,7 @@ impl OpenSearchFake {
 
 /// POSTs `body` to the gateway at `base`, answering status and JSON.
 pub async fn post(base: &str, path: &str, body: Value) -> (u16, Value) {
-    let resp = reqwest::Client::new()
-        .post(format!("{base}{path}"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    let text = resp.text().await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
+    crate::common::send_json("POST", format!("{base}{path}"), Some(&body)).await
 }
 
 /// Registers a model with this connector, answering its id.

@@ -319,6 +319,33 @@ pub async fn read_until(resp: &mut reqwest::Response, needle: &str) -> String {
 /// The event types in order, with a run of content or argument events of one message or call
 /// counted once: the gateway joins deltas that are already waiting, so how many events a
 /// burst of upstream chunks becomes depends on timing (`text` and `args_of` check contents).
+/// Sends `method url` with an optional JSON body; answers the status and the body as JSON (a
+/// JSON string when it is not JSON).
+pub async fn send_json(method: &str, url: String, body: Option<&Value>) -> (u16, Value) {
+    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("an HTTP method");
+    let mut req = reqwest::Client::new().request(method, url);
+    if let Some(b) = body {
+        req = req.json(b);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+/// The output named `name` of an ml-commons answer (`inference_results[0].output[]`).
+pub fn ml_output<'a>(resp: &'a Value, name: &str) -> &'a Value {
+    resp["inference_results"][0]["output"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no output in {resp}"))
+        .iter()
+        .find(|o| o["name"] == name)
+        .unwrap_or_else(|| panic!("no output {name:?} in {resp}"))
+}
+
 pub fn types(events: &[Value]) -> Vec<&str> {
     let mut out: Vec<&str> = Vec::new();
     let mut last_target: Option<&Value> = None;
