@@ -9,11 +9,16 @@
 //!   directly;
 //! - peak RSS and RSS per concurrent run at 1, 100, 1,000 and 10,000 slow streaming runs,
 //!   with clients over HTTP/1.1 (a connection per run) and HTTP/2, upstreams likewise;
+//! - the paced phase ([`paced`]): one upstream frame per token at 20 tokens/s, at 100, 1,000
+//!   and 10,000 concurrent runs: CPU per token and per run, wake-ups and syscalls per token,
+//!   RSS per run;
 //! - time to first event;
 //! - RSS after each of several waves of runs whose clients leave mid-stream (it must level
 //!   off: nothing a cancelled run held may stay behind).
 //!
 //! Figures only: nothing here asserts a timing (the machines are shared and noisy).
+
+mod paced;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -52,9 +57,15 @@ pub struct BenchOptions {
     pub churn_waves: usize,
     /// Runs per churn wave.
     pub churn_runs: usize,
+    /// Concurrency levels of the paced phase.
+    pub paced_levels: Vec<usize>,
+    /// Tokens per run in the paced phase.
+    pub paced_tokens: usize,
+    /// Upstream tokens (frames) per second per run in the paced phase.
+    pub paced_tps: u64,
     /// The gateway binary (this executable by default).
     pub gateway_bin: PathBuf,
-    /// The phases to run: `latency`, `throughput`, `memory`, `churn`.
+    /// The phases to run: `latency`, `paced`, `throughput`, `memory`, `churn`.
     pub phases: Vec<String>,
 }
 
@@ -71,9 +82,13 @@ impl Default for BenchOptions {
             memory_clients: vec!["h1".into(), "h2".into()],
             churn_waves: 10,
             churn_runs: 1_000,
+            paced_levels: vec![100, 1_000, 10_000],
+            paced_tokens: 100,
+            paced_tps: 20,
             gateway_bin: std::env::current_exe().unwrap_or_else(|_| "agui-gateway".into()),
             phases: vec![
                 "latency".into(),
+                "paced".into(),
                 "throughput".into(),
                 "memory".into(),
                 "churn".into(),
@@ -505,7 +520,13 @@ fn ms(d: Duration) -> String {
 
 /// Runs every phase and prints the figures.
 pub async fn run(opts: BenchOptions) -> anyhow::Result<()> {
-    let max_level = opts.memory_levels.iter().copied().max().unwrap_or(0) as u64;
+    let max_level = opts
+        .memory_levels
+        .iter()
+        .chain(&opts.paced_levels)
+        .copied()
+        .max()
+        .unwrap_or(0) as u64;
     let fd_limit = raise_fd_limit(max_level * 2 + 1024);
     let epoch = Instant::now();
     let up = Arc::new(Upstream {
@@ -607,6 +628,19 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<()> {
             ms(Duration::from_nanos(percentile(&ttft, 0.5))),
             ms(Duration::from_nanos(percentile(&ttft, 0.99)))
         );
+    }
+    if opts.phases.iter().any(|p| p == "paced") {
+        paced::run(paced::Paced {
+            http: &http,
+            gw: &gw,
+            up: &up,
+            epoch,
+            levels: &opts.paced_levels,
+            tokens: opts.paced_tokens,
+            tps: opts.paced_tps,
+            fd_limit,
+        })
+        .await;
     }
     // 2. Unthrottled throughput: through the gateway vs straight from the upstream.
     if opts.phases.iter().any(|p| p == "throughput") {

@@ -47,7 +47,13 @@ enum Command {
         /// Concurrency levels of the memory phase.
         #[arg(long, value_delimiter = ',')]
         levels: Option<Vec<usize>>,
-        /// Run only these phases (latency, throughput, memory, churn).
+        /// Concurrency levels of the paced phase.
+        #[arg(long, value_delimiter = ',')]
+        paced_levels: Option<Vec<usize>>,
+        /// Upstream tokens per second per run in the paced phase (one frame per token).
+        #[arg(long)]
+        tps: Option<u64>,
+        /// Run only these phases (latency, paced, throughput, memory, churn).
         #[arg(long, value_delimiter = ',')]
         only: Option<Vec<String>>,
         /// Tokens per reply in the throughput phase.
@@ -124,6 +130,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             quick,
             runs,
             levels,
+            paced_levels,
+            tps,
             only,
             throughput_tokens,
             churn_waves,
@@ -137,11 +145,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             if quick {
                 opts.memory_levels = vec![1, 100, 1_000];
+                opts.paced_levels = vec![100, 1_000];
                 opts.churn_waves = 3;
                 opts.latency_tokens = 40;
             }
             if let Some(l) = levels {
                 opts.memory_levels = l;
+            }
+            if let Some(l) = paced_levels {
+                opts.paced_levels = l;
+            }
+            if let Some(t) = tps {
+                opts.paced_tps = t;
             }
             if let Some(t) = throughput_tokens {
                 opts.throughput_tokens = t;

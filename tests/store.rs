@@ -246,3 +246,49 @@ async fn event_logs_replay_after_a_sequence_number_and_expire() {
         assert!(store.events_after(&run.run_id, 0).await.unwrap().is_empty());
     }
 }
+
+/// One flush of the event-log writer carries many runs: their frames go out in multi-row
+/// statements (more runs than one statement holds here), in order with starts and finishes.
+#[tokio::test]
+async fn one_log_write_carries_the_frames_of_many_runs() {
+    use agui_gateway::store::LogWrite;
+    for store in stores().await {
+        let runs: Vec<RunRecord> = (0..250)
+            .map(|_| RunRecord {
+                run_id: unique("run"),
+                agent_id: "a".into(),
+                thread_id: unique("t"),
+                finished: false,
+                owner: "k".into(),
+            })
+            .collect();
+        let mut writes: Vec<LogWrite> = runs.iter().cloned().map(LogWrite::Start).collect();
+        for (i, r) in runs.iter().enumerate() {
+            writes.push(LogWrite::Frames {
+                run_id: r.run_id.as_str().into(),
+                frames: vec![(1, format!("{{\"n\":{i}}}")), (2, "two".into())],
+            });
+        }
+        writes.push(LogWrite::Finish {
+            run_id: runs[0].run_id.as_str().into(),
+            keep: Duration::from_secs(60),
+        });
+        // Frames after a finish in the same flush still land.
+        writes.push(LogWrite::Frames {
+            run_id: runs[249].run_id.as_str().into(),
+            frames: vec![(3, "three".into())],
+        });
+        store.write_log(&writes).await.unwrap();
+        for i in [0, 199, 200, 249] {
+            let events = store.events_after(&runs[i].run_id, 0).await.unwrap();
+            assert_eq!(events[0], (1, format!("{{\"n\":{i}}}")), "run {i}");
+            assert_eq!(events[1], (2, "two".to_string()), "run {i}");
+        }
+        assert_eq!(
+            store.events_after(&runs[249].run_id, 2).await.unwrap(),
+            vec![(3, "three".to_string())]
+        );
+        assert!(store.run(&runs[0].run_id).await.unwrap().unwrap().finished);
+        assert!(!store.run(&runs[1].run_id).await.unwrap().unwrap().finished);
+    }
+}

@@ -21,6 +21,35 @@ enum Kind {
     Postgres,
 }
 
+/// Event-log rows per `INSERT` (4 parameters each, well under SQLite's and PostgreSQL's
+/// limits).
+const CHUNK_ROWS_PER_STATEMENT: usize = 200;
+
+/// One run's frames of one flush, as a `run_event_chunks` row: `seq json` per line (serialised
+/// JSON never holds a raw newline).
+struct ChunkRow {
+    run_id: std::sync::Arc<str>,
+    first: i64,
+    last: i64,
+    text: String,
+}
+
+impl ChunkRow {
+    fn of(run_id: &std::sync::Arc<str>, frames: &[(u64, String)]) -> Self {
+        use std::fmt::Write;
+        let mut text = String::with_capacity(frames.iter().map(|(_, f)| f.len() + 12).sum());
+        for (seq, frame) in frames {
+            let _ = writeln!(text, "{seq} {frame}");
+        }
+        ChunkRow {
+            run_id: std::sync::Arc::clone(run_id),
+            first: frames.iter().map(|(s, _)| *s).min().unwrap_or(0) as i64,
+            last: frames.iter().map(|(s, _)| *s).max().unwrap_or(0) as i64,
+            text,
+        }
+    }
+}
+
 /// A SQLite- or PostgreSQL-backed store.
 #[derive(Debug, Clone)]
 pub struct SqlStore {
@@ -128,6 +157,49 @@ impl SqlStore {
             Kind::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
             Kind::Postgres => self.pool.begin().await,
         }
+    }
+
+    /// Inserts `rows` (and empties it) in statements of up to [`CHUNK_ROWS_PER_STATEMENT`]
+    /// rows each.
+    async fn insert_chunks(
+        &self,
+        tx: &mut sqlx::Transaction<'static, sqlx::Any>,
+        rows: &mut Vec<ChunkRow>,
+    ) -> Result<(), sqlx::Error> {
+        for batch in rows.chunks(CHUNK_ROWS_PER_STATEMENT) {
+            let mut sql = String::from(
+                "INSERT INTO run_event_chunks (run_id, first_seq, last_seq, frames) VALUES ",
+            );
+            for i in 0..batch.len() {
+                let mark = match self.kind {
+                    Kind::Postgres => '$',
+                    Kind::Sqlite => '?',
+                };
+                let n = i * 4;
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                sql.push_str(&format!(
+                    "({mark}{}, {mark}{}, {mark}{}, {mark}{})",
+                    n + 1,
+                    n + 2,
+                    n + 3,
+                    n + 4
+                ));
+            }
+            sql.push_str(" ON CONFLICT (run_id, first_seq) DO NOTHING");
+            let mut q = sqlx::query(AssertSqlSafe(sql));
+            for r in batch {
+                q = q
+                    .bind(r.run_id.to_string())
+                    .bind(r.first)
+                    .bind(r.last)
+                    .bind(r.text.as_str());
+            }
+            q.execute(&mut **tx).await?;
+        }
+        rows.clear();
+        Ok(())
     }
 
     /// [`Store::thread_owner`] without the time limit (callers set it).
@@ -452,13 +524,25 @@ impl Store for SqlStore {
                 "INSERT INTO runs (run_id, agent_id, thread_id, state, started_at, owner) VALUES ($1, $2, $3, 'running', $4, $5) \
                  ON CONFLICT (run_id) DO UPDATE SET state = 'running', finished_at = NULL, expires_at = NULL",
             );
-            let chunk = self.sql("INSERT INTO run_event_chunks (run_id, first_seq, last_seq, frames) VALUES ($1, $2, $3, $4) ON CONFLICT (run_id, first_seq) DO NOTHING");
             let finish = self.sql(
                 "UPDATE runs SET state = 'finished', finished_at = $1, expires_at = $2 WHERE run_id = $3",
             );
             let now = now_ms();
             let mut tx = self.write_tx().await?;
+            // Frames of consecutive writes go out together, many runs per statement: at one
+            // token per run per flush, a statement per run was a round trip to the database
+            // per streamed token.
+            let mut rows: Vec<ChunkRow> = Vec::new();
             for w in writes {
+                match w {
+                    LogWrite::Frames { run_id, frames } if !frames.is_empty() => {
+                        rows.push(ChunkRow::of(run_id, frames));
+                        continue;
+                    }
+                    LogWrite::Frames { .. } => continue,
+                    _ => {}
+                }
+                self.insert_chunks(&mut tx, &mut rows).await?;
                 match w {
                     LogWrite::Start(run) => {
                         sqlx::query(AssertSqlSafe(start.clone()))
@@ -470,26 +554,6 @@ impl Store for SqlStore {
                             .execute(&mut *tx)
                             .await?;
                     }
-                    LogWrite::Frames { run_id, frames } if !frames.is_empty() => {
-                        // One row per write: `seq json` per line (serialised JSON never holds a
-                        // raw newline).
-                        let mut text =
-                            String::with_capacity(frames.iter().map(|(_, f)| f.len() + 12).sum());
-                        for (seq, frame) in frames {
-                            use std::fmt::Write;
-                            let _ = writeln!(text, "{seq} {frame}");
-                        }
-                        let first = frames.iter().map(|(s, _)| *s).min().unwrap_or(0);
-                        let last = frames.iter().map(|(s, _)| *s).max().unwrap_or(0);
-                        sqlx::query(AssertSqlSafe(chunk.clone()))
-                            .bind(&**run_id)
-                            .bind(first as i64)
-                            .bind(last as i64)
-                            .bind(text)
-                            .execute(&mut *tx)
-                            .await?;
-                    }
-                    LogWrite::Frames { .. } => {}
                     LogWrite::Finish { run_id, keep } => {
                         sqlx::query(AssertSqlSafe(finish.clone()))
                             .bind(now)
@@ -498,8 +562,10 @@ impl Store for SqlStore {
                             .execute(&mut *tx)
                             .await?;
                     }
+                    LogWrite::Frames { .. } => {}
                 }
             }
+            self.insert_chunks(&mut tx, &mut rows).await?;
             tx.commit().await?;
             Ok(())
         })
