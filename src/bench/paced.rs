@@ -185,6 +185,9 @@ pub(super) async fn run(p: Paced<'_>) {
         let per_token = used.cpu.as_secs_f64() * 1e6 / tokens;
         let beyond =
             (used.cpu.saturating_sub(fixed_per_run * n as u32)).as_secs_f64() * 1e6 / tokens;
+        if let Some(why) = stats.iter().find_map(|s| s.failed.as_ref()) {
+            println!("         ({failed} runs failed; the first: {why})");
+        }
         println!(
             "{n:>7}  {conn:>5}  {per_token:>6.1} µs  {:>7.2} ms  {beyond:>7.1} µs  {:>9.2}  {:>9.2}  {:>5.1} KiB  {:>10}  {failed:>6}",
             fixed_per_run.as_secs_f64() * 1e3,
