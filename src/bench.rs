@@ -511,6 +511,22 @@ async fn leave(tasks: Vec<tokio::task::JoinHandle<ClientStats>>, gw: &Gateway) {
     }
 }
 
+/// The clients of `n` runs: the one HTTP/1.1 client (a connection per run), or HTTP/2
+/// clients that multiplex up to [`H2_STREAMS_PER_CONNECTION`] runs each, as a browser does.
+fn client_pool(http: &reqwest::Client, h1: bool, n: usize) -> Vec<reqwest::Client> {
+    if h1 {
+        return vec![http.clone()];
+    }
+    (0..n.div_ceil(H2_STREAMS_PER_CONNECTION))
+        .map(|_| {
+            reqwest::Client::builder()
+                .http2_prior_knowledge()
+                .build()
+                .expect("client")
+        })
+        .collect()
+}
+
 /// Runs an HTTP/2 client multiplexes on one connection in the memory phase.
 const H2_STREAMS_PER_CONNECTION: usize = 100;
 
@@ -720,18 +736,7 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<()> {
                     continue;
                 }
                 // HTTP/2 clients multiplex up to 100 runs per connection, as a browser does.
-                let pool: Vec<reqwest::Client> = if clients == "h1" {
-                    vec![http.clone()]
-                } else {
-                    (0..n.div_ceil(H2_STREAMS_PER_CONNECTION))
-                        .map(|_| {
-                            reqwest::Client::builder()
-                                .http2_prior_knowledge()
-                                .build()
-                                .expect("client")
-                        })
-                        .collect()
-                };
+                let pool = client_pool(&http, clients == "h1", n);
                 let url = format!("http://{}/agents/{agent}/agui", gw.addr);
                 let (tasks, streamed) = stream_all(&pool, &url, n, epoch).await;
                 let s = sample(gw.pid());

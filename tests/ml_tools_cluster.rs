@@ -13,44 +13,6 @@ use common::*;
 use ml_fakes::*;
 use serde_json::{Value, json};
 
-fn seed_search_tool() -> Value {
-    json!({
-      "type": "SearchIndexTool",
-      "name": "retrieve_population_data",
-      "description": "This tool provides recent tech news.",
-      "parameters": {
-        "input": "{\"index\": \"${parameters.index}\", \"query\": ${parameters.query} }",
-        "index": "test_population_data",
-        "query": {
-          "query": {
-            "neural": {
-              "population_description_embedding": {
-                "query_text": "${parameters.question}",
-                "model_id": "w0T3NJwBZFG13462QeiT"
-              }
-            }
-          },
-          "size": 2,
-          "_source": "population_description"
-        }
-      },
-      "attributes": {
-        "input_schema": {
-          "type": "object",
-          "properties": {
-            "question": {
-              "type": "string",
-              "description": "Natural language question"
-            }
-          },
-          "required": [ "question" ],
-          "additionalProperties": false
-        },
-        "strict": false
-      }
-    })
-}
-
 #[tokio::test]
 async fn registered_ml_commons_tools_query_the_configured_cluster() {
     let os = OpenSearchFake::start().await;
@@ -103,7 +65,7 @@ async fn registered_ml_commons_tools_query_the_configured_cluster() {
             "llm": {"model_id": llm},
             "parameters": {"_llm_interface": "openai/v1/chat/completions"},
             "tools": [
-                seed_search_tool(),
+                seed_search_tool("retrieve_population_data", "test_population_data", "population_description_embedding", "population_description"),
                 {"type": "VectorDBTool", "name": "population_knowledge_base",
                  "parameters": {"model_id": embedding_model, "index": "test_population_data",
                     "embedding_field": "population_description_embedding",
@@ -183,7 +145,12 @@ async fn registered_ml_commons_tools_query_the_configured_cluster() {
     };
     assert_eq!(
         function("retrieve_population_data")["parameters"],
-        seed_search_tool()["attributes"]["input_schema"]
+        seed_search_tool(
+            "retrieve_population_data",
+            "test_population_data",
+            "population_description_embedding",
+            "population_description"
+        )["attributes"]["input_schema"]
     );
     assert_eq!(
         function("SearchIndexTool")["parameters"]["required"],

@@ -33,44 +33,6 @@ fn result<'a>(resp: &'a Value, name: &str) -> &'a Value {
     ml_output(resp, name)
 }
 
-fn search_tool(name: &str, index: &str, field: &str, source: &str) -> Value {
-    json!({
-      "type": "SearchIndexTool",
-      "name": name,
-      "description": "This tool provides recent tech news.",
-      "parameters": {
-        "input": "{\"index\": \"${parameters.index}\", \"query\": ${parameters.query} }",
-        "index": index,
-        "query": {
-          "query": {
-            "neural": {
-              field: {
-                "query_text": "${parameters.question}",
-                "model_id": "w0T3NJwBZFG13462QeiT"
-              }
-            }
-          },
-          "size": 2,
-          "_source": source
-        }
-      },
-      "attributes": {
-        "input_schema": {
-          "type": "object",
-          "properties": {
-            "question": {
-              "type": "string",
-              "description": "Natural language question"
-            }
-          },
-          "required": [ "question" ],
-          "additionalProperties": false
-        },
-        "strict": false
-      }
-    })
-}
-
 #[tokio::test]
 async fn the_v2_rag_agent_searches_with_neural_queries_through_its_converse_connector() {
     let question = "What is the population of \"Seattle\" in 2023?";
@@ -180,9 +142,9 @@ async fn the_v2_rag_agent_searches_with_neural_queries_through_its_converse_conn
         "_llm_interface": "bedrock/converse/claude"
       },
       "tools": [
-        search_tool("retrieve_population_data", "test_population_data",
+        seed_search_tool("retrieve_population_data", "test_population_data",
                     "population_description_embedding", "population_description"),
-        search_tool("retrieve_tech_news", "test_tech_news", "passage_embedding", "passage")
+        seed_search_tool("retrieve_tech_news", "test_tech_news", "passage_embedding", "passage")
       ]
     })).await;
     assert_eq!(status, 200, "{a}");

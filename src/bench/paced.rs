@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::{
-    ClientStats, Gateway, H2_STREAMS_PER_CONNECTION, Upstream, client, ms, percentile, run_body,
-    sample,
+    ClientStats, Gateway, H2_STREAMS_PER_CONNECTION, Upstream, client, client_pool, ms, percentile,
+    run_body, sample,
 };
 
 /// Counters of the gateway process that grow with its work.
@@ -144,18 +144,7 @@ pub(super) async fn run(p: Paced<'_>) {
             ("bench-h2", "h2")
         };
         let url = format!("http://{}/agents/{agent}/agui", p.gw.addr);
-        let pool: Vec<reqwest::Client> = if h1 {
-            vec![p.http.clone()]
-        } else {
-            (0..n.div_ceil(H2_STREAMS_PER_CONNECTION))
-                .map(|_| {
-                    reqwest::Client::builder()
-                        .http2_prior_knowledge()
-                        .build()
-                        .expect("client")
-                })
-                .collect()
-        };
+        let pool = client_pool(p.http, h1, n);
         // The fixed cost: the same number of runs, one token each, unpaced.
         p.up.tokens.store(1, Ordering::Relaxed);
         p.up.tps.store(0, Ordering::Relaxed);

@@ -216,3 +216,43 @@ pub fn chat_connector(base_url: &str) -> Value {
         }]
     })
 }
+
+/// Seed 000's V2 `SearchIndexTool`, as written: an `input` template over its `index` and a
+/// `neural` query on `field`, and `attributes.input_schema` taking a `question`.
+pub fn seed_search_tool(name: &str, index: &str, field: &str, source: &str) -> Value {
+    json!({
+      "type": "SearchIndexTool",
+      "name": name,
+      "description": "This tool provides recent tech news.",
+      "parameters": {
+        "input": "{\"index\": \"${parameters.index}\", \"query\": ${parameters.query} }",
+        "index": index,
+        "query": {
+          "query": {
+            "neural": {
+              field: {
+                "query_text": "${parameters.question}",
+                "model_id": "w0T3NJwBZFG13462QeiT"
+              }
+            }
+          },
+          "size": 2,
+          "_source": source
+        }
+      },
+      "attributes": {
+        "input_schema": {
+          "type": "object",
+          "properties": {
+            "question": {
+              "type": "string",
+              "description": "Natural language question"
+            }
+          },
+          "required": [ "question" ],
+          "additionalProperties": false
+        },
+        "strict": false
+      }
+    })
+}
