@@ -389,6 +389,9 @@ async fn openai_chat_completions_drives_a_conversational_agent_through_the_conne
     )
     .await;
     assert_eq!(s, 200, "{m}");
+    // attributes.strict goes to the connector's body as OpenAI's per-function strict.
+    let mut strict = weather_tool(&base);
+    strict["attributes"]["strict"] = json!(true);
     let (s, reg) = post_json(
         &gw,
         "/_plugins/_ml/agents/_register",
@@ -398,7 +401,7 @@ async fn openai_chat_completions_drives_a_conversational_agent_through_the_conne
                 "system_prompt": "Be brief.", "prompt": "${parameters.question}"
             }},
             "parameters": {"_llm_interface": "openai/v1/chat/completions"},
-            "tools": [weather_tool(&base)]
+            "tools": [strict]
         }),
     )
     .await;
@@ -423,6 +426,7 @@ async fn openai_chat_completions_drives_a_conversational_agent_through_the_conne
     assert_eq!(first["model"], "gpt-4o");
     assert_eq!(first["tools"][0]["type"], "function");
     assert_eq!(first["tools"][0]["function"]["name"], "weather");
+    assert_eq!(first["tools"][0]["function"]["strict"], true);
     assert_eq!(
         first["tools"][0]["function"]["parameters"]["required"],
         json!(["city"])

@@ -362,9 +362,12 @@ async fn the_v1_population_agent_runs_as_the_seed_writes_it() {
         prompt.ends_with("Human:always learn useful information from chat history\nHuman:What's the population of New York City in 2023?, then compare with Seattle population of 2023\n\nAssistant:"),
         "{prompt}"
     );
-    // The prompt went out as JSON text, escaped once: the stand-in read it back whole.
+    // The prompt's newlines and the history went into the JSON body escaped once (the
+    // stand-in parsed it and read the prompt back as the text above); the connector's own
+    // parameters filled the rest of the body.
     let body = seen.lock().unwrap().last().unwrap().2.clone();
     assert_eq!(body["temperature"], 0.0001);
+    assert_eq!(body["max_tokens_to_sample"], 8000);
 
     // selected_tools: the model alone, no retrieval (the context placeholder's default).
     let before = embeddings(&seen);

@@ -148,10 +148,10 @@ pub(super) async fn run(p: Paced<'_>) {
         // The fixed cost: the same number of runs, one token each, unpaced.
         p.up.tokens.store(1, Ordering::Relaxed);
         p.up.tps.store(0, Ordering::Relaxed);
-        let before = counters(pid);
+        let before = sample(pid).cpu;
         wave_on(&pool, &url, n, p.epoch).await;
-        let fixed = counters(pid) - before;
-        let fixed_per_run = fixed.cpu / n.max(1) as u32;
+        let fixed = sample(pid).cpu.saturating_sub(before);
+        let fixed_per_run = fixed / n.max(1) as u32;
 
         p.up.tokens.store(p.tokens as u64, Ordering::Relaxed);
         p.up.tps.store(p.tps, Ordering::Relaxed);

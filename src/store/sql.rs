@@ -191,7 +191,7 @@ impl SqlStore {
             let mut q = sqlx::query(AssertSqlSafe(sql));
             for r in batch {
                 q = q
-                    .bind(r.run_id.to_string())
+                    .bind(&*r.run_id)
                     .bind(r.first)
                     .bind(r.last)
                     .bind(r.text.as_str());
