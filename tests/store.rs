@@ -251,7 +251,7 @@ async fn event_logs_replay_after_a_sequence_number_and_expire() {
 /// statements (more runs than one statement holds here), in order with starts and finishes.
 #[tokio::test]
 async fn one_log_write_carries_the_frames_of_many_runs() {
-    use agui_gateway::store::LogWrite;
+    use agui_gateway::store::{Chunk, LogWrite};
     for store in stores().await {
         let runs: Vec<RunRecord> = (0..250)
             .map(|_| RunRecord {
@@ -264,20 +264,22 @@ async fn one_log_write_carries_the_frames_of_many_runs() {
             .collect();
         let mut writes: Vec<LogWrite> = runs.iter().cloned().map(LogWrite::Start).collect();
         for (i, r) in runs.iter().enumerate() {
-            writes.push(LogWrite::Frames {
-                run_id: r.run_id.as_str().into(),
-                frames: vec![(1, format!("{{\"n\":{i}}}")), (2, "two".into())],
-            });
+            writes.push(LogWrite::Frames(
+                Chunk::of(
+                    &r.run_id,
+                    &[(1, format!("{{\"n\":{i}}}")), (2, "two".into())],
+                )
+                .into(),
+            ));
         }
         writes.push(LogWrite::Finish {
             run_id: runs[0].run_id.as_str().into(),
             keep: Duration::from_secs(60),
         });
         // Frames after a finish in the same flush still land.
-        writes.push(LogWrite::Frames {
-            run_id: runs[249].run_id.as_str().into(),
-            frames: vec![(3, "three".into())],
-        });
+        writes.push(LogWrite::Frames(
+            Chunk::of(&runs[249].run_id, &[(3, "three".into())]).into(),
+        ));
         store.write_log(&writes).await.unwrap();
         for i in [0, 199, 200, 249] {
             let events = store.events_after(&runs[i].run_id, 0).await.unwrap();

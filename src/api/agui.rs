@@ -556,13 +556,14 @@ pub async fn run_events(
         }
     }
     let store = Arc::clone(&state.store);
+    let log = state.event_log.clone();
     let runs = Arc::clone(&state.runs);
     let keepalive = Duration::from_secs(state.settings.keepalive_secs);
     let stream = async_stream::stream! {
         let mut last = after;
         let mut quiet = Duration::ZERO;
         loop {
-            let batch = match store.events_after(&run_id, last).await {
+            let batch = match log.frames_after(&*store, &run_id, last).await {
                 Ok(b) => b,
                 Err(e) => {
                     tracing::warn!(error = %e, "replaying run events failed");
@@ -593,7 +594,7 @@ pub async fn run_events(
             match alive {
                 true => {}
                 false => {
-                    if let Ok(rest) = store.events_after(&run_id, last).await {
+                    if let Ok(rest) = log.frames_after(&*store, &run_id, last).await {
                         for (seq, json) in rest {
                             yield Ok(sse_frame(seq, &json));
                         }

@@ -221,7 +221,7 @@ impl Emitter {
         }));
         let frame = sse_frame(self.seq, &json);
         if let Some(log) = &self.log {
-            log.push(self.seq, json).await;
+            log.push(self.seq, &json).await;
         }
         if terminal && let Some(flag) = &self.closing {
             flag.store(true, Ordering::SeqCst);

@@ -75,18 +75,72 @@ pub struct RunRecord {
     pub owner: String,
 }
 
+/// Consecutive frames of one run's stream, stored as one row: a `seq json` line per frame
+/// (serialised JSON never holds a raw newline). The run appends to it as it streams and the
+/// log writer stores it whole, so a frame costs the log one line of text, not a row.
+#[derive(Debug, Clone, Default)]
+pub struct Chunk {
+    /// The run.
+    pub run_id: std::sync::Arc<str>,
+    /// The first frame's sequence number (0 while empty).
+    pub first: u64,
+    /// The last frame's sequence number.
+    pub last: u64,
+    /// The frames, one `seq json` line each.
+    pub text: String,
+}
+
+impl Chunk {
+    /// An empty chunk of `run_id`.
+    pub fn new(run_id: std::sync::Arc<str>) -> Self {
+        Self {
+            run_id,
+            ..Self::default()
+        }
+    }
+
+    /// A chunk holding `frames` (`(seq, json)`, in order).
+    pub fn of(run_id: &str, frames: &[(u64, String)]) -> Self {
+        let mut c = Self::new(run_id.into());
+        for (seq, json) in frames {
+            c.push(*seq, json);
+        }
+        c
+    }
+
+    /// Appends frame `seq`.
+    pub fn push(&mut self, seq: u64, json: &str) {
+        use std::fmt::Write;
+        if self.text.is_empty() {
+            self.first = seq;
+        }
+        self.last = seq;
+        let _ = writeln!(self.text, "{seq} {json}");
+    }
+
+    /// Whether it holds no frame.
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty()
+    }
+
+    /// The frames of a chunk's `text` numbered after `after`, in order.
+    pub fn frames_after(text: &str, after: u64) -> impl Iterator<Item = (u64, &str)> {
+        text.lines().filter_map(move |line| {
+            let (seq, frame) = line.split_once(' ')?;
+            let seq = seq.parse::<u64>().ok()?;
+            (seq > after).then_some((seq, frame))
+        })
+    }
+}
+
 /// One write to the run event logs.
 #[derive(Debug, Clone)]
 pub enum LogWrite {
     /// A run starts (or starts again).
     Start(RunRecord),
-    /// Numbered frames of a run's stream.
-    Frames {
-        /// The run.
-        run_id: std::sync::Arc<str>,
-        /// `(seq, json)` in order.
-        frames: Vec<(u64, String)>,
-    },
+    /// Consecutive frames of a run's stream (shared with the writer, which answers readers
+    /// from it until it is committed).
+    Frames(std::sync::Arc<Chunk>),
     /// A run ended; its events are kept for `keep`.
     Finish {
         /// The run.
@@ -201,11 +255,8 @@ pub trait Store:
         run_id: &str,
         events: &[(u64, String)],
     ) -> Result<(), StoreError> {
-        self.write_log(&[LogWrite::Frames {
-            run_id: run_id.into(),
-            frames: events.to_vec(),
-        }])
-        .await
+        self.write_log(&[LogWrite::Frames(Chunk::of(run_id, events).into())])
+            .await
     }
     /// The frames after `after`, in order.
     async fn events_after(

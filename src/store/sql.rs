@@ -10,7 +10,7 @@ use sqlx::any::{AnyPoolOptions, install_default_drivers};
 // Every statement is a literal of this file; only placeholders are rewritten.
 use sqlx::{AnyPool, AssertSqlSafe, Executor, Row};
 
-use super::{Lease, LogWrite, RunRecord, Store, StoreError, StoredMessage, now_ms};
+use super::{Chunk, Lease, LogWrite, RunRecord, Store, StoreError, StoredMessage, now_ms};
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/postgres");
@@ -24,31 +24,6 @@ enum Kind {
 /// Event-log rows per `INSERT` (4 parameters each, well under SQLite's and PostgreSQL's
 /// limits).
 const CHUNK_ROWS_PER_STATEMENT: usize = 200;
-
-/// One run's frames of one flush, as a `run_event_chunks` row: `seq json` per line (serialised
-/// JSON never holds a raw newline).
-struct ChunkRow {
-    run_id: std::sync::Arc<str>,
-    first: i64,
-    last: i64,
-    text: String,
-}
-
-impl ChunkRow {
-    fn of(run_id: &std::sync::Arc<str>, frames: &[(u64, String)]) -> Self {
-        use std::fmt::Write;
-        let mut text = String::with_capacity(frames.iter().map(|(_, f)| f.len() + 12).sum());
-        for (seq, frame) in frames {
-            let _ = writeln!(text, "{seq} {frame}");
-        }
-        ChunkRow {
-            run_id: std::sync::Arc::clone(run_id),
-            first: frames.iter().map(|(s, _)| *s).min().unwrap_or(0) as i64,
-            last: frames.iter().map(|(s, _)| *s).max().unwrap_or(0) as i64,
-            text,
-        }
-    }
-}
 
 /// A SQLite- or PostgreSQL-backed store.
 #[derive(Debug, Clone)]
@@ -164,7 +139,7 @@ impl SqlStore {
     async fn insert_chunks(
         &self,
         tx: &mut sqlx::Transaction<'static, sqlx::Any>,
-        rows: &mut Vec<ChunkRow>,
+        rows: &mut Vec<&Chunk>,
     ) -> Result<(), sqlx::Error> {
         for batch in rows.chunks(CHUNK_ROWS_PER_STATEMENT) {
             let mut sql = String::from(
@@ -192,8 +167,8 @@ impl SqlStore {
             for r in batch {
                 q = q
                     .bind(&*r.run_id)
-                    .bind(r.first)
-                    .bind(r.last)
+                    .bind(r.first as i64)
+                    .bind(r.last as i64)
                     .bind(r.text.as_str());
             }
             q.execute(&mut **tx).await?;
@@ -532,14 +507,14 @@ impl Store for SqlStore {
             // Frames of consecutive writes go out together, many runs per statement: at one
             // token per run per flush, a statement per run was a round trip to the database
             // per streamed token.
-            let mut rows: Vec<ChunkRow> = Vec::new();
+            let mut rows: Vec<&Chunk> = Vec::new();
             for w in writes {
                 match w {
-                    LogWrite::Frames { run_id, frames } if !frames.is_empty() => {
-                        rows.push(ChunkRow::of(run_id, frames));
+                    LogWrite::Frames(chunk) if !chunk.is_empty() => {
+                        rows.push(&**chunk);
                         continue;
                     }
-                    LogWrite::Frames { .. } => continue,
+                    LogWrite::Frames(_) => continue,
                     _ => {}
                 }
                 self.insert_chunks(&mut tx, &mut rows).await?;
@@ -562,7 +537,7 @@ impl Store for SqlStore {
                             .execute(&mut *tx)
                             .await?;
                     }
-                    LogWrite::Frames { .. } => {}
+                    LogWrite::Frames(_) => {}
                 }
             }
             self.insert_chunks(&mut tx, &mut rows).await?;
@@ -589,15 +564,9 @@ impl Store for SqlStore {
             let mut out = Vec::new();
             for r in rows {
                 let frames: String = r.try_get(0)?;
-                for line in frames.lines() {
-                    let Some((seq, frame)) = line.split_once(' ') else {
-                        continue;
-                    };
-                    match seq.parse::<u64>() {
-                        Ok(seq) if seq > after => out.push((seq, frame.to_string())),
-                        _ => {}
-                    }
-                }
+                out.extend(
+                    Chunk::frames_after(&frames, after).map(|(seq, f)| (seq, f.to_string())),
+                );
             }
             // A frame written twice (a retried batch) counts once: the first copy.
             out.sort_by_key(|(seq, _)| *seq);
