@@ -117,7 +117,14 @@ async fn chat(State(up): State<Arc<Upstream>>, _body: Bytes) -> Response {
     let tps = up.tps.load(Ordering::Relaxed);
     let up = Arc::clone(&up);
     let stream = async_stream::stream! {
-        let mut tick = (tps > 0).then(|| tokio::time::interval(Duration::from_nanos(1_000_000_000 / tps)));
+        // Each run's tokens keep their own phase, as separate model streams do: a run starts
+        // somewhere within one token's interval (from the arrival time's low bits), not on a
+        // tick shared by every run.
+        let mut tick = (tps > 0).then(|| {
+            let every = Duration::from_nanos(1_000_000_000 / tps);
+            let phase = up.epoch.elapsed().as_nanos() as u64 * 2_654_435_761 % every.as_nanos() as u64;
+            tokio::time::interval_at(tokio::time::Instant::now() + Duration::from_nanos(phase), every)
+        });
         for _ in 0..tokens {
             if let Some(t) = tick.as_mut() {
                 t.tick().await;

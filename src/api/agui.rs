@@ -1,5 +1,6 @@
 //! `POST /agents/{id}/agui`: validate the `RunAgentInput` (4xx JSON before any streaming),
-//! register the run, spawn the loop, and stream its events as SSE with keep-alives.
+//! register the run, and stream its events as SSE with keep-alives, the loop driven from the
+//! response body ([`super::stream`]).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::stream::{Disconnect, RunDriver, RunFuture, SseBody};
 use super::{ApiError, owner};
 use crate::AppState;
 use crate::agent::{Agent, Report};
@@ -21,7 +23,6 @@ use crate::protocol::encode::{KEEP_ALIVE, SSE_CONTENT_TYPE, sse_frame};
 use crate::protocol::input;
 use crate::protocol::input::RunAgentInput;
 use crate::runs::Emitter;
-use crate::runs::RunManager;
 use crate::runs::limits::{Refused, RunPermit};
 
 /// The handler.
@@ -129,9 +130,13 @@ pub(crate) fn check_tools(agent: &Agent, input: &RunAgentInput) -> Result<(), Ap
     Ok(())
 }
 
-/// A run that has started: its frames, its cancel token, and its report once it ends.
+/// A run that has started: its frames, its loop (not yet polled), its cancel token, and its
+/// report once it ends.
 pub(crate) struct Started {
     rx: mpsc::Receiver<Bytes>,
+    /// The run's loop: driven from the response body by [`sse_response`], spawned by
+    /// [`Started::finish`].
+    run: Option<RunFuture>,
     cancel: CancellationToken,
     thread_id: String,
     run_id: String,
@@ -142,6 +147,9 @@ pub(crate) struct Started {
 impl Started {
     /// Reads (and drops) the frames until the run ends, then gives its report.
     pub(crate) async fn finish(mut self) -> Report {
+        if let Some(run) = self.run.take() {
+            tokio::spawn(run);
+        }
         while self.rx.recv().await.is_some() {}
         self.done.await.unwrap_or_else(|_| Report {
             error: Some((
@@ -153,7 +161,7 @@ impl Started {
     }
 }
 
-/// Registers the run (one per thread, across gateways) and spawns its loop; `owner` is the
+/// Registers the run (one per thread, across gateways) and makes its loop; `owner` is the
 /// principal recorded for it (checked by [`owner::claim_run`] beforehand).
 pub(crate) async fn start(
     state: &AppState,
@@ -169,6 +177,7 @@ pub(crate) async fn start(
     };
     let ids = (input.thread_id.clone(), input.run_id.clone());
     let (tx, rx) = mpsc::channel(state.settings.channel_capacity);
+    let run: RunFuture;
     let cancel = CancellationToken::new();
     let mut emitter = Emitter::new(tx, input.is_v1())
         .with_stall_timeout(Duration::from_secs(state.settings.write_timeout_secs))
@@ -192,7 +201,7 @@ pub(crate) async fn start(
             let message = busy_message(&input.thread_id, &active.run_id);
             crate::metrics::run_ended(&agent.id, Some("THREAD_BUSY"));
             let _ = done_tx.send(failed("THREAD_BUSY", message.clone()));
-            tokio::spawn(async move { emitter.fail("THREAD_BUSY", message).await });
+            run = Box::pin(async move { emitter.fail("THREAD_BUSY", message).await });
         }
         Ok(guard) => {
             let state = state.clone();
@@ -277,11 +286,12 @@ pub(crate) async fn start(
                     }
                 }
             };
-            tokio::spawn(tracing::Instrument::instrument(task, request_span));
+            run = Box::pin(tracing::Instrument::instrument(task, request_span));
         }
     }
     Started {
         rx,
+        run: Some(run),
         cancel,
         thread_id: ids.0,
         run_id: ids.1,
@@ -293,11 +303,14 @@ pub(crate) async fn start(
 pub(crate) fn sse_response(state: &AppState, started: Started) -> Response {
     let Started {
         rx,
+        run,
         cancel,
         thread_id,
         run_id,
         ..
     } = started;
+    let stall = Duration::from_secs(state.settings.write_timeout_secs);
+    let driver = run.map(|run| RunDriver::new(run, stall, cancel.clone()));
     let keepalive = Duration::from_secs(state.settings.keepalive_secs);
     let disconnect = Disconnect {
         cancel,
@@ -307,7 +320,8 @@ pub(crate) fn sse_response(state: &AppState, started: Started) -> Response {
             .detach_on_disconnect
             .then(|| (Arc::clone(&state.runs), thread_id, run_id)),
     };
-    let mut resp = Body::from_stream(sse_stream(rx, keepalive, disconnect)).into_response();
+    let mut resp =
+        Body::from_stream(SseBody::new(rx, driver, keepalive, disconnect)).into_response();
     let h = resp.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -418,95 +432,6 @@ impl Lease {
         }
     }
 }
-
-/// Cancels the run when the response body is dropped (the client left), unless the run may
-/// detach and go on (followed again through its event log).
-struct Disconnect {
-    cancel: CancellationToken,
-    detach: Option<(Arc<RunManager>, String, String)>,
-    /// How long a detached run may go on without its client.
-    detached_for: Duration,
-}
-
-impl Drop for Disconnect {
-    fn drop(&mut self) {
-        if let Some((runs, thread, run)) = &self.detach
-            && !self.cancel.is_cancelled()
-            && runs.try_detach(thread, run)
-        {
-            tracing::info!(%thread, %run, "client left; the run goes on detached");
-            let (cancel, limit) = (self.cancel.clone(), self.detached_for);
-            tokio::spawn(async move {
-                tokio::select! {
-                    _ = tokio::time::sleep(limit) => cancel.cancel(),
-                    _ = cancel.cancelled() => {}
-                }
-            });
-            return;
-        }
-        self.cancel.cancel();
-    }
-}
-
-/// The response body: frames from the run, a keep-alive comment after each quiet interval.
-/// Dropping it (client gone) drops the [`Disconnect`] guard.
-fn sse_stream(
-    rx: mpsc::Receiver<Bytes>,
-    keepalive: Duration,
-    guard: Disconnect,
-) -> impl futures::Stream<Item = Result<Bytes, Infallible>> + Send {
-    // One timer for the stream's life, moved on only when it fires: arming a new timeout
-    // for every frame cost a timer-wheel insert and removal per token.
-    let quiet = Box::pin(tokio::time::sleep(keepalive));
-    let last = tokio::time::Instant::now();
-    futures::stream::unfold(
-        (rx, guard, quiet, last),
-        move |(mut rx, guard, mut quiet, mut last)| async move {
-            loop {
-                tokio::select! {
-                    biased;
-                    frame = rx.recv() => {
-                        let frame = frame?;
-                        last = tokio::time::Instant::now();
-                        let out = join_waiting(frame, &mut rx);
-                        return Some((Ok(out), (rx, guard, quiet, last)));
-                    }
-                    () = &mut quiet => {
-                        let due = last + keepalive;
-                        if tokio::time::Instant::now() < due {
-                            // Frames went out since the timer was set: wait the rest.
-                            quiet.as_mut().reset(due);
-                            continue;
-                        }
-                        last = tokio::time::Instant::now();
-                        quiet.as_mut().reset(last + keepalive);
-                        return Some((Ok(Bytes::from_static(KEEP_ALIVE)), (rx, guard, quiet, last)));
-                    }
-                }
-            }
-        },
-    )
-}
-
-/// `frame` and the frames already waiting behind it, as one write (one syscall under load).
-fn join_waiting(frame: Bytes, rx: &mut mpsc::Receiver<Bytes>) -> Bytes {
-    let Ok(next) = rx.try_recv() else {
-        return frame;
-    };
-    let mut out = bytes::BytesMut::with_capacity(frame.len() * 4 + next.len());
-    out.extend_from_slice(&frame);
-    out.extend_from_slice(&next);
-    while out.len() < COALESCE_BYTES {
-        match rx.try_recv() {
-            Ok(more) => out.extend_from_slice(&more),
-            Err(_) => break,
-        }
-    }
-    out.freeze()
-}
-
-/// The most bytes of waiting frames joined into one write.
-const COALESCE_BYTES: usize = 64 * 1024;
 
 /// How often a followed run is polled for new frames.
 const FOLLOW_POLL: Duration = Duration::from_millis(100);

@@ -8,6 +8,7 @@ pub mod memory;
 pub mod ml;
 pub mod owner;
 pub mod search;
+pub(crate) mod stream;
 pub mod web;
 
 use axum::Json;

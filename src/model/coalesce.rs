@@ -2,6 +2,11 @@
 //! often holds dozens of tokens), consecutive text, reasoning or argument deltas of the same
 //! block leave as one AG-UI event instead of one event per token. Nothing waits for more: a
 //! delta goes out as soon as the next item is not ready, so latency is unchanged.
+//!
+//! A paced upstream (one frame per token, each read holding one) costs nothing here: the task
+//! yields to let the connection hand over more only after a read that held more than one
+//! delta. (Yielding after every delta re-queued the run task behind the scheduler's back and
+//! woke the other worker thread once per token.)
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -67,8 +72,8 @@ impl Stream for Coalesce {
         let this = self.get_mut();
         // A delta kept over a yield: the connection task has had its turn to hand over what
         // the socket already holds.
-        let (mut event, yielded) = match this.joining.take() {
-            Some(e) => (e, true),
+        let mut event = match this.joining.take() {
+            Some(e) => e,
             None => {
                 let first = match this.held.take() {
                     Some(item) => item,
@@ -83,7 +88,7 @@ impl Stream for Coalesce {
                     },
                 };
                 match first {
-                    Ok(e) => (e, false),
+                    Ok(e) => e,
                     Err(e) => return Poll::Ready(Some(Err(e))),
                 }
             }
@@ -103,9 +108,10 @@ impl Stream for Coalesce {
                     break;
                 }
                 Poll::Ready(None) => this.done = true,
-                Poll::Pending if !yielded || grew => {
-                    // Body chunks come from the connection's own task, one at a time: let it
-                    // run (no timer, no waiting on the network) before sending the delta, and
+                Poll::Pending if grew => {
+                    // More than one delta was ready, so the upstream is ahead of us. Body
+                    // chunks come from the connection's own task, one at a time: let it run
+                    // (no timer, no waiting on the network) before sending the delta, and
                     // again as long as it had more to hand over.
                     this.joining = Some(event);
                     cx.waker().wake_by_ref();
@@ -190,5 +196,45 @@ mod tests {
         drop(tx);
         assert_eq!(texts(&[s.next().await.unwrap()]), ["text:bc"]);
         assert!(s.next().await.is_none());
+    }
+
+    /// Counts wake-ups.
+    struct Wakes(std::sync::atomic::AtomicUsize);
+    impl std::task::Wake for Wakes {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_lone_delta_leaves_on_the_first_poll_without_waking_the_task() {
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let mut s = coalesce(Box::pin(rx));
+        let wakes = std::sync::Arc::new(Wakes(0.into()));
+        let waker = std::task::Waker::from(std::sync::Arc::clone(&wakes));
+        let mut cx = Context::from_waker(&waker);
+        tx.unbounded_send(Ok(ModelEvent::TextDelta("a".into())))
+            .unwrap();
+        // One frame per token: the delta goes out at once and nothing re-queues the task.
+        match s.as_mut().poll_next(&mut cx) {
+            Poll::Ready(Some(e)) => assert_eq!(texts(&[e]), ["text:a"]),
+            _ => panic!("the ready delta was held back"),
+        }
+        assert_eq!(wakes.0.load(std::sync::atomic::Ordering::SeqCst), 0);
+        // Two ready at once: the upstream is ahead, so the task yields once to gather more.
+        tx.unbounded_send(Ok(ModelEvent::TextDelta("b".into())))
+            .unwrap();
+        tx.unbounded_send(Ok(ModelEvent::TextDelta("c".into())))
+            .unwrap();
+        let before = wakes.0.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(s.as_mut().poll_next(&mut cx).is_pending());
+        assert_eq!(
+            wakes.0.load(std::sync::atomic::Ordering::SeqCst),
+            before + 1
+        );
+        match s.as_mut().poll_next(&mut cx) {
+            Poll::Ready(Some(e)) => assert_eq!(texts(&[e]), ["text:bc"]),
+            _ => panic!("the joined delta was held back"),
+        }
     }
 }

@@ -49,14 +49,25 @@ pub fn stream(
             return;
         }
         let mut events = resp.bytes_stream().eventsource();
+        // One idle timer for the stream, moved on only when it fires: a timeout per event
+        // cost a timer-wheel insert and removal per token.
+        let mut quiet = std::pin::pin!(tokio::time::sleep(idle));
+        let mut last = tokio::time::Instant::now();
         loop {
-            let next = match tokio::time::timeout(idle, events.next()).await {
-                Ok(n) => n,
-                Err(_) => {
+            let next = tokio::select! {
+                biased;
+                next = events.next() => next,
+                () = &mut quiet => {
+                    let due = last + idle;
+                    if tokio::time::Instant::now() < due {
+                        quiet.as_mut().reset(due);
+                        continue;
+                    }
                     yield Err(ModelError::Idle(idle.as_secs()));
                     return;
                 }
             };
+            last = tokio::time::Instant::now();
             let (step, terminal) = match next {
                 None => (normaliser.eof(), true),
                 Some(Err(e)) => (Err(ModelError::Interrupted(scrub(&e.to_string(), 500))), true),
