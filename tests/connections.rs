@@ -131,6 +131,34 @@ async fn a_client_that_never_reads_its_stream_is_closed_and_its_run_ends() {
 }
 
 #[tokio::test]
+async fn an_http2_stream_whose_window_never_opens_ends_its_run() {
+    // The run's loop is driven from its response body, which hyper polls only once the
+    // stream has window: with none ever granted, the loop must still go on in a task of its
+    // own, find the client taking nothing, and end (its upstream request dropped).
+    let chunk = json!({"choices": [{"index": 0, "delta": {"content": "x".repeat(1024)}}]});
+    let up = FakeOpenAi::start(vec![Reply::Stall(vec![chunk; 200])]).await;
+    let gw = Gateway::start(&config(&up, "write_timeout_secs = 1")).await;
+    let http = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .http2_initial_stream_window_size(0)
+        .build()
+        .unwrap();
+    let resp = http
+        .post(gw.url("/agents/a/agui"))
+        .json(&user_says_hi("t-no-window"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    // The response head came (HEADERS need no window); the body never will.
+    tokio::time::timeout(BOUND, up.upstream.dropped.notified())
+        .await
+        .expect("the run's upstream request must be dropped");
+    wait_no_runs(&gw).await;
+    drop(resp);
+}
+
+#[tokio::test]
 async fn a_flood_of_idle_connections_at_the_cap_does_not_stop_healthz() {
     let up = FakeOpenAi::start(vec![]).await;
     let gw = Gateway::start(&config(
