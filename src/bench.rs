@@ -18,7 +18,10 @@
 //!
 //! Figures only: nothing here asserts a timing (the machines are shared and noisy).
 
+mod compare;
 mod paced;
+
+pub use compare::{CompareOptions, compare};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -107,7 +110,7 @@ struct Upstream {
 }
 
 fn chunk(content: &str) -> Bytes {
-    let v = json!({"id": "b", "object": "chat.completion.chunk",
+    let v = json!({"id": "b", "object": "chat.completion.chunk", "created": 0, "model": "bench-model",
         "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": null}]});
     Bytes::from(format!("data: {v}\n\n"))
 }
@@ -133,8 +136,10 @@ async fn chat(State(up): State<Arc<Upstream>>, _body: Bytes) -> Response {
             let nanos = up.epoch.elapsed().as_nanos();
             yield Ok::<Bytes, std::convert::Infallible>(chunk(&format!(" t{nanos}")));
         }
-        let end = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
-        let usage = json!({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": tokens, "total_tokens": 10 + tokens}});
+        let end = json!({"id": "b", "object": "chat.completion.chunk", "created": 0, "model": "bench-model",
+            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+        let usage = json!({"id": "b", "object": "chat.completion.chunk", "created": 0, "model": "bench-model",
+            "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": tokens, "total_tokens": 10 + tokens}});
         yield Ok(Bytes::from(format!("data: {end}\n\ndata: {usage}\n\ndata: [DONE]\n\n")));
     };
     let mut resp = Body::from_stream(stream).into_response();
@@ -293,6 +298,41 @@ fn sample(pid: u32) -> ProcSample {
         rss_kib: kib("VmRSS:"),
         peak_kib: kib("VmHWM:"),
     }
+}
+
+/// `pid` and its descendants (a server that forks workers), from `/proc`.
+fn process_tree(pid: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| {
+                    let child = e.file_name().to_str()?.parse().ok()?;
+                    let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+                    // After the command name: state, then the parent's pid.
+                    let parent = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?;
+                    Some((child, parent.parse().ok()?))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while let Some(&p) = tree.get(i) {
+        tree.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    tree
+}
+
+/// [`sample`] summed over processes (RSS counts pages they share once per process).
+fn sample_all(pids: &[u32]) -> ProcSample {
+    pids.iter()
+        .map(|&p| sample(p))
+        .fold(ProcSample::default(), |a, s| ProcSample {
+            cpu: a.cpu + s.cpu,
+            rss_kib: a.rss_kib + s.rss_kib,
+            peak_kib: a.peak_kib + s.peak_kib,
+        })
 }
 
 fn percentile(sorted: &[u64], p: f64) -> u64 {
@@ -541,6 +581,23 @@ fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
 }
 
+/// Starts the fake upstream on loopback (`POST /v1/chat/completions`, idle until told how
+/// many tokens to send); answers its settings and address.
+async fn start_upstream(epoch: Instant) -> anyhow::Result<(Arc<Upstream>, SocketAddr)> {
+    let up = Arc::new(Upstream {
+        tokens: AtomicU64::new(0),
+        tps: AtomicU64::new(0),
+        epoch,
+    });
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(chat))
+        .with_state(Arc::clone(&up));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(serve_upstream(listener, app));
+    Ok((up, addr))
+}
+
 /// Runs every phase and prints the figures.
 pub async fn run(opts: BenchOptions) -> anyhow::Result<()> {
     let max_level = opts
@@ -552,17 +609,7 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<()> {
         .unwrap_or(0) as u64;
     let fd_limit = raise_fd_limit(max_level * 2 + 1024);
     let epoch = Instant::now();
-    let up = Arc::new(Upstream {
-        tokens: AtomicU64::new(0),
-        tps: AtomicU64::new(0),
-        epoch,
-    });
-    let app = axum::Router::new()
-        .route("/v1/chat/completions", axum::routing::post(chat))
-        .with_state(Arc::clone(&up));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let upstream = listener.local_addr()?;
-    tokio::spawn(serve_upstream(listener, app));
+    let (up, upstream) = start_upstream(epoch).await?;
     let gw = Gateway::start(&opts.gateway_bin, upstream).await?;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(0)

@@ -37,7 +37,10 @@ enum Command {
     },
     /// Measure the gateway: CPU per token, relay latency, throughput, memory per run, time to
     /// first event (a fake upstream, the gateway as a child process, concurrent clients).
+    #[command(args_conflicts_with_subcommands = true)]
     Bench {
+        #[command(subcommand)]
+        compare: Option<Box<BenchCommand>>,
         /// Smaller loads (memory up to 1,000 runs), for a quick look.
         #[arg(long)]
         quick: bool,
@@ -81,6 +84,39 @@ enum Command {
     /// Read an API key on stdin and print its SHA-256, for `sha256 = "..."` in `[[auth.keys]]`
     /// (the key itself never goes in the config).
     HashKey,
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// The paced load against one AG-UI server, the gateway or a command given after `--`
+    /// (which finds the fake upstream's base URL in AGUI_BENCH_UPSTREAM and its port in PORT):
+    /// CPU per token, peak RSS, relay p99, time to first event, as a markdown row on stdout.
+    Compare {
+        /// The server's name in the row.
+        #[arg(long, default_value = "agui-gateway")]
+        name: String,
+        /// Its version in the row.
+        #[arg(long, default_value = env!("CARGO_PKG_VERSION"))]
+        server_version: String,
+        /// Where the command's server takes AG-UI runs.
+        #[arg(long, default_value = "/")]
+        path: String,
+        /// Concurrent runs per wave.
+        #[arg(long, value_delimiter = ',', default_value = "100,1000")]
+        levels: Vec<usize>,
+        /// Tokens per run.
+        #[arg(long, default_value_t = 100)]
+        tokens: usize,
+        /// Upstream tokens (frames) per second per run.
+        #[arg(long, default_value_t = 20)]
+        tps: u64,
+        /// The gateway to measure when no command is given; this executable by default.
+        #[arg(long)]
+        gateway: Option<PathBuf>,
+        /// The server to start instead of the gateway.
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
 }
 
 #[tokio::main]
@@ -127,6 +163,35 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Bench {
+            compare: Some(compare),
+            ..
+        } => {
+            let BenchCommand::Compare {
+                name,
+                server_version,
+                path,
+                levels,
+                tokens,
+                tps,
+                gateway,
+                command,
+            } = *compare;
+            agui_gateway::bench::compare(agui_gateway::bench::CompareOptions {
+                name,
+                version: server_version,
+                command,
+                path,
+                levels,
+                tokens,
+                tps,
+                gateway_bin: gateway.unwrap_or_else(|| {
+                    std::env::current_exe().unwrap_or_else(|_| "agui-gateway".into())
+                }),
+            })
+            .await
+        }
+        Command::Bench {
+            compare: None,
             quick,
             runs,
             levels,

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use super::{
     ClientStats, Gateway, H2_STREAMS_PER_CONNECTION, Upstream, client, client_pool, ms, percentile,
-    run_body, sample,
+    run_body, sample, sample_all,
 };
 
 /// Counters of the gateway process that grow with its work.
@@ -62,21 +62,21 @@ fn counters(pid: u32) -> Counters {
     }
 }
 
-/// Samples the gateway's RSS every 50 ms until `stop`; answers the highest seen (KiB).
-fn peak_rss(pid: u32, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> {
+/// Samples the RSS of `pids` (summed) every 50 ms until `stop`; answers the highest seen (KiB).
+pub(super) fn peak_rss(pids: Vec<u32>, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> {
     tokio::spawn(async move {
         let mut peak = 0;
         while !stop.load(Ordering::Relaxed) {
-            peak = peak.max(sample(pid).rss_kib);
+            peak = peak.max(sample_all(&pids).rss_kib);
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        peak.max(sample(pid).rss_kib)
+        peak.max(sample_all(&pids).rss_kib)
     })
 }
 
 /// Runs `n` clients at once over `pool` (HTTP/2 clients take 100 runs per connection) and
 /// gathers what they saw.
-async fn wave_on(
+pub(super) async fn wave_on(
     pool: &[reqwest::Client],
     url: &str,
     n: usize,
@@ -157,7 +157,7 @@ pub(super) async fn run(p: Paced<'_>) {
         p.up.tps.store(p.tps, Ordering::Relaxed);
         let baseline = sample(pid).rss_kib;
         let stop = Arc::new(AtomicBool::new(false));
-        let peak = peak_rss(pid, Arc::clone(&stop));
+        let peak = peak_rss(vec![pid], Arc::clone(&stop));
         let before = counters(pid);
         let stats = wave_on(&pool, &url, n, p.epoch).await;
         let used = counters(pid) - before;
