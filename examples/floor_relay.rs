@@ -7,8 +7,8 @@
 //!
 //! It takes the gateway's command line, so the bench can measure it in the gateway's place:
 //! `cargo build --release --example floor_relay`, then
-//! `agui-gateway bench --only paced --gateway target/release/examples/floor_relay`.
-//! It reads `listen` and the first agent's `base_url` from the config and nothing else.
+//! `agui-gateway bench --only paced --gateway target/release/examples/floor_relay`; and
+//! `scripts/compare.sh` prints it as a row of its own.
 
 use std::convert::Infallible;
 
@@ -84,22 +84,34 @@ async fn agui(State(relay): State<Relay>, input: Bytes) -> Response {
     resp
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// Where to listen and the upstream's base URL: from the gateway's config (`serve --config
+/// FILE`, as `bench --gateway` starts it) or from `PORT` and `AGUI_BENCH_UPSTREAM` (as `bench
+/// compare` starts a server).
+fn settings() -> anyhow::Result<(String, String)> {
     let args: Vec<String> = std::env::args().collect();
-    let config = args
+    if let Some(config) = args
         .iter()
         .position(|a| a == "--config")
         .and_then(|i| args.get(i + 1))
-        .ok_or_else(|| anyhow::anyhow!("usage: floor_relay serve --config <gateway toml>"))?;
-    let config: toml::Table = toml::from_str(&std::fs::read_to_string(config)?)?;
-    let listen = config["listen"]
-        .as_str()
-        .unwrap_or("127.0.0.1:8080")
-        .to_string();
-    let base = config["agents"][0]["model"]["base_url"]
-        .as_str()
-        .ok_or_else(|| anyhow::anyhow!("no agents[0].model.base_url"))?;
+    {
+        let config: toml::Table = toml::from_str(&std::fs::read_to_string(config)?)?;
+        let listen = config["listen"].as_str().unwrap_or("127.0.0.1:8080");
+        let base = config["agents"][0]["model"]["base_url"]
+            .as_str()
+            .ok_or_else(|| anyhow::anyhow!("no agents[0].model.base_url"))?;
+        return Ok((listen.to_string(), base.to_string()));
+    }
+    match (std::env::var("PORT"), std::env::var("AGUI_BENCH_UPSTREAM")) {
+        (Ok(port), Ok(base)) => Ok((format!("127.0.0.1:{port}"), base)),
+        _ => anyhow::bail!(
+            "usage: floor_relay serve --config <gateway toml>, or PORT and AGUI_BENCH_UPSTREAM set"
+        ),
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let (listen, base) = settings()?;
     let relay = Relay {
         http: reqwest::Client::new(),
         upstream: format!("{}/chat/completions", base.trim_end_matches('/')),
@@ -107,6 +119,7 @@ async fn main() -> anyhow::Result<()> {
     let app = axum::Router::new()
         .route("/healthz", axum::routing::get(|| async { "{}" }))
         .route("/agents/{id}/agui", axum::routing::post(agui))
+        .route("/", axum::routing::post(agui))
         .with_state(relay);
     let listener = tokio::net::TcpListener::bind(&listen).await?;
     axum::serve(listener, app).await?;

@@ -53,8 +53,9 @@ pydantic=$venvs/pydantic-ai/bin/python
 # version PYTHON PACKAGE
 version() { "$1" -c "import importlib.metadata as m; print(m.version('$2'))"; }
 
-cargo build --release --locked >&2
+cargo build --release --locked --bin agui-gateway --example floor_relay >&2
 gateway=${CARGO_TARGET_DIR:-target}/release/agui-gateway
+floor=${CARGO_TARGET_DIR:-target}/release/examples/floor_relay
 gateway_version="$("$gateway" --version | cut -d' ' -f2) ($(git rev-parse --short HEAD 2>/dev/null || echo unknown))"
 
 table=""
@@ -71,6 +72,9 @@ measure() {
   fi
 }
 measure agui-gateway "$gateway_version"
+# The least a relay on the gateway's own libraries (hyper, reqwest, serde_json) does per token:
+# one frame in, one event out, nothing verified, logged or stored.
+measure "floor: Rust relay (examples/floor_relay)" "$gateway_version" -- "$floor"
 measure ag-ui-strands "$(version "$strands" ag-ui-strands) (strands-agents $(version "$strands" strands-agents))" \
   -- "$strands" scripts/compare/strands_server.py
 measure pydantic-ai "$(version "$pydantic" pydantic-ai-slim)" \

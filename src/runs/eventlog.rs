@@ -211,8 +211,10 @@ impl LogWriter {
         Self { tx, shared }
     }
 
-    /// Records the run (at once: followers and leases look it up) and returns its log. The
-    /// run is marked finished (events kept for `keep`) by [`EventLog::finish`].
+    /// Records the run and returns its log. The record is committed with the run's first
+    /// frames (at the next tick), not before the run may begin: the first event does not wait
+    /// on the database. The run is marked finished (events kept for `keep`) by
+    /// [`EventLog::finish`].
     pub async fn start(&self, run: RunRecord, keep: Duration) -> EventLog {
         let run_id: Arc<str> = run.run_id.as_str().into();
         let buf = Arc::new(Mutex::new(RunBuf {
@@ -223,7 +225,6 @@ impl LogWriter {
         }));
         lock(&self.shared.runs).insert(Arc::clone(&run_id), Arc::clone(&buf));
         let _ = self.tx.send(Op::Write(LogWrite::Start(run))).await;
-        self.flushed().await;
         EventLog {
             tx: self.tx.clone(),
             shared: Arc::clone(&self.shared),
@@ -234,6 +235,7 @@ impl LogWriter {
         }
     }
 
+    #[cfg(test)]
     /// Waits until everything queued so far is committed.
     async fn flushed(&self) {
         let (done, wait) = oneshot::channel();
