@@ -74,7 +74,7 @@ measure() {
 measure agui-gateway "$gateway_version"
 # The least a relay on the gateway's own libraries (hyper, reqwest, serde_json) does per token:
 # one frame in, one event out, nothing verified, logged or stored.
-measure "floor: Rust relay (examples/floor_relay)" "$gateway_version" -- "$floor"
+measure floor-relay "examples/floor_relay ($(git rev-parse --short HEAD 2>/dev/null || echo unknown))" -- "$floor"
 measure ag-ui-strands "$(version "$strands" ag-ui-strands) (strands-agents $(version "$strands" strands-agents))" \
   -- "$strands" scripts/compare/strands_server.py
 measure pydantic-ai "$(version "$pydantic" pydantic-ai-slim)" \
