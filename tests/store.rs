@@ -72,6 +72,18 @@ async fn threads_keep_order_and_deduplicate_by_message_id() {
             .await
             .unwrap();
         assert_eq!(store.load_thread("a", &thread).await.unwrap()[3], rich);
+        // An id given twice in one save (one statement carries the batch) counts once, with
+        // its last body; more messages than one statement holds all land, in order.
+        let many: Vec<StoredMessage> = (0..450)
+            .map(|i| msg(&format!("m{i}"), "user", &format!("n{i}")))
+            .chain([msg("5", "user", "first"), msg("5", "user", "last")])
+            .collect();
+        store.save_messages("a", &thread, &many).await.unwrap();
+        let got = store.load_thread("a", &thread).await.unwrap();
+        assert_eq!(got.len(), 4 + 450 + 1, "{}", store.kind());
+        assert_eq!(got[4].id, "m0");
+        assert_eq!(got[453].id, "m449");
+        assert_eq!(got[454].body["content"], "last");
         // Threads are per agent.
         assert!(store.load_thread("b", &thread).await.unwrap().is_empty());
         store.delete_thread("a", &thread).await.unwrap();

@@ -25,6 +25,9 @@ enum Kind {
 /// limits).
 const CHUNK_ROWS_PER_STATEMENT: usize = 200;
 
+/// Messages per `INSERT` (8 parameters each).
+const MESSAGE_ROWS_PER_STATEMENT: usize = 200;
+
 /// A SQLite- or PostgreSQL-backed store.
 #[derive(Debug, Clone)]
 pub struct SqlStore {
@@ -52,6 +55,9 @@ impl SqlStore {
         let url = format!("sqlite://{}?mode=rwc", path.display());
         let pool = AnyPoolOptions::new()
             .max_connections(4)
+            // A file in this process has no connection to lose: the ping sqlx sends before
+            // handing out a connection was one more round trip to its worker per query.
+            .test_before_acquire(false)
             .after_connect(|conn, _| {
                 Box::pin(async move {
                     // WAL lets readers run beside the one writer; the busy timeout makes
@@ -145,23 +151,7 @@ impl SqlStore {
             let mut sql = String::from(
                 "INSERT INTO run_event_chunks (run_id, first_seq, last_seq, frames) VALUES ",
             );
-            for i in 0..batch.len() {
-                let mark = match self.kind {
-                    Kind::Postgres => '$',
-                    Kind::Sqlite => '?',
-                };
-                let n = i * 4;
-                if i > 0 {
-                    sql.push_str(", ");
-                }
-                sql.push_str(&format!(
-                    "({mark}{}, {mark}{}, {mark}{}, {mark}{})",
-                    n + 1,
-                    n + 2,
-                    n + 3,
-                    n + 4
-                ));
-            }
+            self.push_rows(&mut sql, batch.len(), 4);
             sql.push_str(" ON CONFLICT (run_id, first_seq) DO NOTHING");
             let mut q = sqlx::query(AssertSqlSafe(sql));
             for r in batch {
@@ -175,6 +165,24 @@ impl SqlStore {
         }
         rows.clear();
         Ok(())
+    }
+
+    /// Appends the placeholders of `rows` rows of `cols` values each, numbered from 1:
+    /// `($1, $2), ($3, $4)` (SQLite: `?1`...), for one multi-row statement.
+    fn push_rows(&self, sql: &mut String, rows: usize, cols: usize) {
+        use std::fmt::Write;
+        let mark = match self.kind {
+            Kind::Postgres => '$',
+            Kind::Sqlite => '?',
+        };
+        for row in 0..rows {
+            sql.push_str(if row == 0 { "(" } else { ", (" });
+            for col in 0..cols {
+                let sep = if col == 0 { "" } else { ", " };
+                let _ = write!(sql, "{sep}{mark}{}", row * cols + col + 1);
+            }
+            sql.push(')');
+        }
     }
 
     /// [`Store::thread_owner`] without the time limit (callers set it).
@@ -267,28 +275,48 @@ impl Store for SqlStore {
                 .await?
                 .try_get::<i64, _>(0)?
                 + 1;
-            // New ids get the next positions; known ids keep theirs and take the new body.
-            let upsert = self.sql(
-                "INSERT INTO messages (agent_id, thread_id, message_id, position, role, body, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $7) \
-                 ON CONFLICT (agent_id, thread_id, message_id) DO UPDATE SET body = excluded.body, role = excluded.role, updated_at = excluded.updated_at",
-            );
+            // New ids get the next positions; known ids keep theirs and take the new body. A
+            // statement per message was a round trip to the database per message of the
+            // history the client sent; one statement carries up to MESSAGE_ROWS_PER_STATEMENT.
+            // An id given twice counts once (its last body), as one statement cannot update a
+            // row twice.
+            let mut rows: Vec<(&str, &str, String)> = Vec::with_capacity(messages.len());
+            let mut at: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
             for m in messages {
                 // Known secrets never reach the database (an upstream error quoted in a message).
                 let body = crate::redact::redact_json_text(
                     serde_json::to_string(&m.body).map_err(|e| StoreError::Corrupt(e.to_string()))?,
                 );
-                sqlx::query(AssertSqlSafe(upsert.clone()))
-                    .bind(agent)
-                    .bind(thread)
-                    .bind(&m.id)
-                    .bind(next)
-                    .bind(m.role())
-                    .bind(body)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
-                next += 1;
+                match at.get(m.id.as_str()) {
+                    Some(&i) => rows[i] = (m.id.as_str(), m.role(), body),
+                    None => {
+                        at.insert(m.id.as_str(), rows.len());
+                        rows.push((m.id.as_str(), m.role(), body));
+                    }
+                }
+            }
+            for batch in rows.chunks(MESSAGE_ROWS_PER_STATEMENT) {
+                let mut sql = String::from(
+                    "INSERT INTO messages (agent_id, thread_id, message_id, position, role, body, created_at, updated_at) VALUES ",
+                );
+                self.push_rows(&mut sql, batch.len(), 8);
+                sql.push_str(
+                    " ON CONFLICT (agent_id, thread_id, message_id) DO UPDATE SET body = excluded.body, role = excluded.role, updated_at = excluded.updated_at",
+                );
+                let mut q = sqlx::query(AssertSqlSafe(sql));
+                for (id, role, body) in batch {
+                    q = q
+                        .bind(agent)
+                        .bind(thread)
+                        .bind(*id)
+                        .bind(next)
+                        .bind(*role)
+                        .bind(body.as_str())
+                        .bind(now)
+                        .bind(now);
+                    next += 1;
+                }
+                q.execute(&mut *tx).await?;
             }
             tx.commit().await?;
             Ok(())
