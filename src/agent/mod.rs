@@ -79,7 +79,9 @@ pub async fn drive(
             .instrument(span.clone())
             .await
     } else if agent.kind == AgentKind::PlanExecuteReflect {
-        per::run(agent, input, emitter, cancel, store)
+        // Boxed: its state (planner, executor and reflection turns, 7.6 KiB) would otherwise
+        // size every run's task, ReAct and flow runs included (4.1 KiB at most).
+        Box::pin(per::run(agent, input, emitter, cancel, store))
             .instrument(span.clone())
             .await
     } else {
