@@ -654,10 +654,13 @@ impl Run<'_> {
         if self.agent.provider.coalesce_deltas() {
             stream = crate::model::coalesce::coalesce(stream);
         }
+        // One wait for cancellation for the whole turn: a new one per event registered and
+        // removed a waiter on the token (two lock round trips) per streamed token.
+        let mut cancelled = std::pin::pin!(self.cancel.clone().cancelled_owned());
         loop {
             let next = tokio::select! {
                 biased;
-                _ = self.cancel.cancelled() => return Err(Halt::Cancelled),
+                _ = &mut cancelled => return Err(Halt::Cancelled),
                 n = stream.next() => n,
             };
             let Some(item) = next else { break };
