@@ -4,7 +4,8 @@
 //! one-token runs at the same concurrency: store writes, event log, transcript, registry),
 //! the CPU per token beyond that fixed cost, wake-ups per token (context switches of the
 //! gateway's threads), read/write syscalls per token (`/proc/<pid>/io`), RSS per run at the
-//! wave's peak, and the relay latency p99.
+//! wave's peak (and the gateway's peak RSS during it: the paced wave runs first, so the
+//! one-token wave's burst does not count), and the relay latency p99.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -121,7 +122,7 @@ pub(super) async fn run(p: Paced<'_>) {
         p.tokens, p.tps
     );
     println!(
-        "{:>7}  {:>5}  {:>9}  {:>10}  {:>10}  {:>9}  {:>9}  {:>9}  {:>10}  {:>6}",
+        "{:>7}  {:>5}  {:>9}  {:>10}  {:>10}  {:>9}  {:>9}  {:>9}  {:>8}  {:>10}  {:>6}",
         "runs",
         "conn",
         "CPU/token",
@@ -130,6 +131,7 @@ pub(super) async fn run(p: Paced<'_>) {
         "wakes/tok",
         "sysc/tok",
         "RSS/run",
+        "peak RSS",
         "relay p99",
         "failed"
     );
@@ -145,14 +147,8 @@ pub(super) async fn run(p: Paced<'_>) {
         };
         let url = format!("http://{}/agents/{agent}/agui", p.gw.addr);
         let pool = client_pool(p.http, h1, n);
-        // The fixed cost: the same number of runs, one token each, unpaced.
-        p.up.tokens.store(1, Ordering::Relaxed);
-        p.up.tps.store(0, Ordering::Relaxed);
-        let before = sample(pid).cpu;
-        wave_on(&pool, &url, n, p.epoch).await;
-        let fixed = sample(pid).cpu.saturating_sub(before);
-        let fixed_per_run = fixed / n.max(1) as u32;
-
+        // The paced wave first, so that its memory is its own: the one-token wave below
+        // starts all its runs at once, and the allocator keeps that burst's high-water mark.
         p.up.tokens.store(p.tokens as u64, Ordering::Relaxed);
         p.up.tps.store(p.tps, Ordering::Relaxed);
         let baseline = sample(pid).rss_kib;
@@ -163,6 +159,14 @@ pub(super) async fn run(p: Paced<'_>) {
         let used = counters(pid) - before;
         stop.store(true, Ordering::Relaxed);
         let peak = peak.await.unwrap_or(baseline);
+
+        // The fixed cost: the same number of runs, one token each, unpaced.
+        p.up.tokens.store(1, Ordering::Relaxed);
+        p.up.tps.store(0, Ordering::Relaxed);
+        let before = sample(pid).cpu;
+        wave_on(&pool, &url, n, p.epoch).await;
+        let fixed = sample(pid).cpu.saturating_sub(before);
+        let fixed_per_run = fixed / n.max(1) as u32;
 
         let tokens = stats.iter().map(|s| s.tokens).sum::<u64>().max(1) as f64;
         let failed = stats.iter().filter(|s| s.failed.is_some()).count();
@@ -178,15 +182,16 @@ pub(super) async fn run(p: Paced<'_>) {
             println!("         ({failed} runs failed; the first: {why})");
         }
         println!(
-            "{n:>7}  {conn:>5}  {per_token:>6.1} µs  {:>7.2} ms  {beyond:>7.1} µs  {:>9.2}  {:>9.2}  {:>5.1} KiB  {:>10}  {failed:>6}",
+            "{n:>7}  {conn:>5}  {per_token:>6.1} µs  {:>7.2} ms  {beyond:>7.1} µs  {:>9.2}  {:>9.2}  {:>5.1} KiB  {:>5.0} MB  {:>10}  {failed:>6}",
             fixed_per_run.as_secs_f64() * 1e3,
             used.switches as f64 / tokens,
             used.syscalls as f64 / tokens,
             peak.saturating_sub(baseline) as f64 / n.max(1) as f64,
+            peak as f64 / 1024.0,
             ms(Duration::from_nanos(percentile(&lat, 0.99))),
         );
     }
     println!(
-        "(CPU/token*: beyond the fixed cost per run; wakes: context switches of the gateway's threads;\n sysc: read/write syscalls from /proc/<pid>/io; RSS/run: peak during the wave over the idle gateway)\n"
+        "(CPU/token*: beyond the fixed cost per run; wakes: context switches of the gateway's threads;\n sysc: read/write syscalls from /proc/<pid>/io; RSS/run: peak during the paced wave over the\n gateway before it; peak RSS: the gateway's during the paced wave, which runs before the\n one-token wave)\n"
     );
 }
