@@ -196,7 +196,9 @@ impl LogWriter {
                 if !writes.is_empty()
                     && let Err(e) = store.write_log(&writes).await
                 {
-                    // The frames stay readable here until their run ends; the store lost them.
+                    // The batch is dropped, as on success: its frames are lost to replay (they
+                    // went to their clients already), and memory stays bounded while the store
+                    // is down.
                     tracing::warn!(error = %e, writes = writes.len(), "cannot write run event logs");
                 }
                 shared.committed(&writes, &ended);
@@ -238,10 +240,7 @@ impl LogWriter {
     #[cfg(test)]
     /// Waits until everything queued so far is committed.
     async fn flushed(&self) {
-        let (done, wait) = oneshot::channel();
-        if self.tx.send(Op::Flushed(done)).await.is_ok() {
-            let _ = wait.await;
-        }
+        flushed(&self.tx).await;
     }
 
     /// A run's frames numbered after `after`, in order: those in `store` and, for a run
@@ -317,10 +316,15 @@ impl EventLog {
                 keep: self.keep,
             }))
             .await;
-        let (done, wait) = oneshot::channel();
-        if self.tx.send(Op::Flushed(done)).await.is_ok() {
-            let _ = wait.await;
-        }
+        flushed(&self.tx).await;
+    }
+}
+
+/// Waits until everything queued on `tx` so far is committed.
+async fn flushed(tx: &mpsc::Sender<Op>) {
+    let (done, wait) = oneshot::channel();
+    if tx.send(Op::Flushed(done)).await.is_ok() {
+        let _ = wait.await;
     }
 }
 
