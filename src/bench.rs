@@ -335,6 +335,29 @@ fn sample_all(pids: &[u32]) -> ProcSample {
         })
 }
 
+/// Every relayed token's latency in nanoseconds, sorted.
+fn relay_sorted(stats: &[ClientStats]) -> Vec<u64> {
+    let mut v: Vec<u64> = stats
+        .iter()
+        .flat_map(|s| s.latencies_ns.iter().copied())
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// One duration per client that has it (`pick`), in nanoseconds, sorted.
+fn durations_sorted(
+    stats: &[ClientStats],
+    pick: impl Fn(&ClientStats) -> Option<Duration>,
+) -> Vec<u64> {
+    let mut v: Vec<u64> = stats
+        .iter()
+        .filter_map(|s| pick(s).map(|d| d.as_nanos() as u64))
+        .collect();
+    v.sort_unstable();
+    v
+}
+
 fn percentile(sorted: &[u64], p: f64) -> u64 {
     if sorted.is_empty() {
         return 0;
@@ -375,7 +398,7 @@ fn raise_fd_limit(want: u64) -> u64 {
 struct Gateway {
     child: tokio::process::Child,
     addr: SocketAddr,
-    _dir: PathBuf,
+    dir: PathBuf,
 }
 
 impl Gateway {
@@ -430,11 +453,7 @@ http2_prior_knowledge = true
                 .await
                 .is_ok()
             {
-                return Ok(Gateway {
-                    child,
-                    addr,
-                    _dir: dir,
-                });
+                return Ok(Gateway { child, addr, dir });
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -443,6 +462,11 @@ http2_prior_knowledge = true
 
     fn pid(&self) -> u32 {
         self.child.id().unwrap_or(0)
+    }
+
+    /// Where the gateway's stderr goes.
+    fn log(&self) -> PathBuf {
+        self.dir.join("gateway.log")
     }
 
     async fn active_runs(&self) -> u64 {
@@ -621,7 +645,7 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<()> {
         gw.pid(),
         gw.addr
     );
-    println!("gateway log: {}", gw._dir.join("gateway.log").display());
+    println!("gateway log: {}", gw.log().display());
     println!("(2 cores shared with the upstream and the clients; figures vary between runs)\n");
 
     // Warm-up.
@@ -639,29 +663,13 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<()> {
         let after = sample(gw.pid());
         let failed = stats.iter().filter(|s| s.failed.is_some()).count();
         let tokens: u64 = stats.iter().map(|s| s.tokens).sum();
-        let mut lat: Vec<u64> = stats
-            .iter()
-            .flat_map(|s| s.latencies_ns.iter().copied())
-            .collect();
-        lat.sort_unstable();
-        let mut ttfe: Vec<u64> = stats
-            .iter()
-            .filter_map(|s| s.first_event.map(|d| d.as_nanos() as u64))
-            .collect();
-        ttfe.sort_unstable();
-        let mut ttft: Vec<u64> = stats
-            .iter()
-            .filter_map(|s| s.first_token.map(|d| d.as_nanos() as u64))
-            .collect();
-        ttft.sort_unstable();
+        let lat = relay_sorted(&stats);
+        let ttfe = durations_sorted(&stats, |s| s.first_event);
+        let ttft = durations_sorted(&stats, |s| s.first_token);
         let cpu = after.cpu.saturating_sub(before.cpu);
         // The same load read directly from the upstream: the latency the gateway did not add.
         let direct = wave(&http, &direct_url, opts.latency_runs, epoch, true).await;
-        let mut dlat: Vec<u64> = direct
-            .iter()
-            .flat_map(|s| s.latencies_ns.iter().copied())
-            .collect();
-        dlat.sort_unstable();
+        let dlat = relay_sorted(&direct);
         println!(
             "## {} concurrent runs, {} tokens each at {} tokens/s",
             opts.latency_runs, opts.latency_tokens, opts.latency_tps

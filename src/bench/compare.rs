@@ -17,7 +17,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::paced::{peak_rss, wave_on};
-use super::{Gateway, ms, percentile, process_tree, raise_fd_limit, sample_all, start_upstream};
+use super::{
+    Gateway, durations_sorted, ms, percentile, process_tree, raise_fd_limit, relay_sorted,
+    sample_all, start_upstream,
+};
 
 /// What to measure, and how to name it.
 #[derive(Debug, Clone)]
@@ -120,7 +123,7 @@ impl Server {
 
     fn log(&self) -> PathBuf {
         match self {
-            Server::Gateway(gw) => gw._dir.join("gateway.log"),
+            Server::Gateway(gw) => gw.log(),
             Server::Command { log, .. } => log.clone(),
         }
     }
@@ -214,16 +217,8 @@ pub async fn compare(opts: CompareOptions) -> anyhow::Result<()> {
 
         let tokens: u64 = stats.iter().map(|s| s.tokens).sum();
         let failed = stats.iter().filter(|s| s.failed.is_some()).count();
-        let mut relay: Vec<u64> = stats
-            .iter()
-            .flat_map(|s| s.latencies_ns.iter().copied())
-            .collect();
-        relay.sort_unstable();
-        let mut first: Vec<u64> = stats
-            .iter()
-            .filter_map(|s| s.first_event.map(|d| d.as_nanos() as u64))
-            .collect();
-        first.sort_unstable();
+        let relay = relay_sorted(&stats);
+        let first = durations_sorted(&stats, |s| s.first_event);
         let level = Level {
             runs: n,
             failed,

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::{
     ClientStats, Gateway, H2_STREAMS_PER_CONNECTION, Upstream, client, client_pool, ms, percentile,
-    run_body, sample, sample_all,
+    relay_sorted, run_body, sample, sample_all,
 };
 
 /// Counters of the gateway process that grow with its work.
@@ -170,11 +170,7 @@ pub(super) async fn run(p: Paced<'_>) {
 
         let tokens = stats.iter().map(|s| s.tokens).sum::<u64>().max(1) as f64;
         let failed = stats.iter().filter(|s| s.failed.is_some()).count();
-        let mut lat: Vec<u64> = stats
-            .iter()
-            .flat_map(|s| s.latencies_ns.iter().copied())
-            .collect();
-        lat.sort_unstable();
+        let lat = relay_sorted(&stats);
         let per_token = used.cpu.as_secs_f64() * 1e6 / tokens;
         let beyond =
             (used.cpu.saturating_sub(fixed_per_run * n as u32)).as_secs_f64() * 1e6 / tokens;
