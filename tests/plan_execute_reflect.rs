@@ -157,26 +157,13 @@ async fn plans_executes_each_step_with_tools_reflects_and_answers_in_ml_commons_
     );
 
     // The outer memory keeps the question and the answer; the executor's has the steps.
-    let (status, outer) = call(
-        &gw,
-        "GET",
-        &format!("/_plugins/_ml/memory/{memory_id}/messages"),
-        None,
-    )
-    .await;
-    assert_eq!(status, 200, "{outer}");
+    let outer = common::get_ok(gw.url(&format!("/_plugins/_ml/memory/{memory_id}/messages"))).await;
     let outer = outer["messages"].as_array().unwrap();
     assert_eq!(outer.len(), 1, "{outer:?}");
     assert_eq!(outer[0]["input"], QUESTION);
     assert_eq!(outer[0]["response"], FINAL);
-    let (status, inner) = call(
-        &gw,
-        "GET",
-        &format!("/_plugins/_ml/memory/{executor_memory}/messages"),
-        None,
-    )
-    .await;
-    assert_eq!(status, 200, "{inner}");
+    let inner =
+        common::get_ok(gw.url(&format!("/_plugins/_ml/memory/{executor_memory}/messages"))).await;
     let inner = inner["messages"].as_array().unwrap();
     assert_eq!(inner.len(), 2, "{inner:?}");
     assert_eq!(inner[0]["input"], STEP_1);
@@ -185,14 +172,8 @@ async fn plans_executes_each_step_with_tools_reflects_and_answers_in_ml_commons_
     let last_step = output(&resp, "executor_agent_parent_interaction_id")["result"]
         .as_str()
         .unwrap();
-    let (status, message) = call(
-        &gw,
-        "GET",
-        &format!("/_plugins/_ml/memory/message/{last_step}"),
-        None,
-    )
-    .await;
-    assert_eq!(status, 200, "{message}");
+    let message =
+        common::get_ok(gw.url(&format!("/_plugins/_ml/memory/message/{last_step}"))).await;
     assert_eq!(message["input"], STEP_2, "{message}");
 }
 

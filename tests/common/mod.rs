@@ -336,6 +336,13 @@ pub async fn send_json(method: &str, url: String, body: Option<&Value>) -> (u16,
     )
 }
 
+/// `GET url`, which must answer 200; its JSON body.
+pub async fn get_ok(url: String) -> Value {
+    let (status, body) = send_json("GET", url.clone(), None).await;
+    assert_eq!(status, 200, "GET {url}: {body}");
+    body
+}
+
 /// The output named `name` of an ml-commons answer (`inference_results[0].output[]`).
 pub fn ml_output<'a>(resp: &'a Value, name: &str) -> &'a Value {
     resp["inference_results"][0]["output"]
