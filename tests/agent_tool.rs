@@ -20,6 +20,14 @@ async fn register(gw: &Gateway, body: Value) -> String {
     reg["agent_id"].as_str().unwrap().to_string()
 }
 
+/// Executes `agent` on `question`, which must answer 200.
+async fn ask(gw: &Gateway, agent: &str, question: &str) -> Value {
+    let path = format!("/_plugins/_ml/agents/{agent}/_execute");
+    let (status, resp) = post(gw, &path, json!({"parameters": {"question": question}})).await;
+    assert_eq!(status, 200, "{resp}");
+    resp
+}
+
 fn model(up: &FakeOpenAi) -> Value {
     json!({"model_id": "gpt-test", "model_provider": "openai/v1/chat/completions",
            "credential": {"openAI_key": "sk-x"}, "model_parameters": {"base_url": up.base_url()}})
@@ -73,13 +81,7 @@ async fn a_conversational_agent_calls_a_flow_agent_through_agent_tool() {
         }),
     )
     .await;
-    let (status, resp) = post(
-        &gw,
-        &format!("/_plugins/_ml/agents/{outer}/_execute"),
-        json!({"parameters": {"question": "Weather in Paris?"}}),
-    )
-    .await;
-    assert_eq!(status, 200, "{resp}");
+    let resp = ask(&gw, &outer, "Weather in Paris?").await;
     assert_eq!(answer(&resp), "Sunny in Paris.");
     // The inner flow ran with the call's question; its answer was the tool result.
     assert_eq!(up.upstream.tool_calls.lock().unwrap()[0]["city"], "Paris");
@@ -128,13 +130,7 @@ async fn a_conversational_agent_calls_a_conversational_agent() {
                "tools": [{"type": "AgentTool", "name": "expert", "parameters": {"agent_id": inner}}]}),
     )
     .await;
-    let (status, resp) = post(
-        &gw,
-        &format!("/_plugins/_ml/agents/{outer}/_execute"),
-        json!({"parameters": {"question": "Ask the expert what 2+2 is"}}),
-    )
-    .await;
-    assert_eq!(status, 200, "{resp}");
+    let resp = ask(&gw, &outer, "Ask the expert what 2+2 is").await;
     assert_eq!(answer(&resp), "The answer is 4.");
     let reqs = up.requests();
     assert_eq!(reqs.len(), 3, "{reqs:#?}");
@@ -184,13 +180,7 @@ async fn targets_must_exist_and_chains_are_bounded() {
         )
         .await;
     }
-    let (status, resp) = post(
-        &gw,
-        &format!("/_plugins/_ml/agents/{id}/_execute"),
-        json!({"parameters": {"question": "Oslo"}}),
-    )
-    .await;
-    assert_eq!(status, 200, "{resp}");
+    let resp = ask(&gw, &id, "Oslo").await;
     let out = resp.to_string();
     assert!(out.contains("Oslo") && out.contains("sunny"), "{out}");
     let (status, resp) = post(
