@@ -38,6 +38,13 @@ async fn echo_model(gw: &Gateway) -> String {
     agent["llm"]["model_id"].as_str().unwrap().to_string()
 }
 
+/// [`execute`], which must answer 200.
+async fn executed(gw: &Gateway, agent: &str, parameters: Value) -> Value {
+    let (status, out) = execute(gw, agent, parameters).await;
+    assert_eq!(status, 200, "{out}");
+    out
+}
+
 async fn execute(gw: &Gateway, agent: &str, parameters: Value) -> (u16, Value) {
     send(
         gw,
@@ -67,8 +74,7 @@ async fn a_conversational_agent_asks_through_its_prompt_template() {
     assert_eq!(status, 200, "{reg}");
     let id = reg["agent_id"].as_str().unwrap().to_string();
 
-    let (status, out) = execute(&gw, &id, json!({"question": "Where is the \"gold\"?"})).await;
-    assert_eq!(status, 200, "{out}");
+    let out = executed(&gw, &id, json!({"question": "Where is the \"gold\"?"})).await;
     assert_eq!(
         output(&out, "response")["result"],
         "Heard: Answer as a pirate: Where is the \"gold\"?"
@@ -79,7 +85,7 @@ async fn a_conversational_agent_asks_through_its_prompt_template() {
         .to_string();
 
     // The execution's prompt replaces the template; any execution parameter fills it.
-    let (status, out) = execute(
+    let out = executed(
         &gw,
         &id,
         json!({"question": "And the map?", "memory_id": memory,
@@ -87,7 +93,6 @@ async fn a_conversational_agent_asks_through_its_prompt_template() {
                "prompt": "${parameters.question}, ${parameters.next_action}"}),
     )
     .await;
-    assert_eq!(status, 200, "{out}");
     assert_eq!(
         output(&out, "response")["result"],
         "Heard: And the map?, then bury it"
@@ -143,8 +148,7 @@ async fn a_conversational_flow_fills_outputs_history_and_execution_prompts() {
     assert_eq!(status, 200, "{reg}");
     let id = reg["agent_id"].as_str().unwrap().to_string();
 
-    let (status, first) = execute(&gw, &id, json!({"question": "one"})).await;
-    assert_eq!(status, 200, "{first}");
+    let first = executed(&gw, &id, json!({"question": "one"})).await;
     let answer1 = output(&first, "answerer")["result"]
         .as_str()
         .unwrap()
@@ -156,15 +160,13 @@ async fn a_conversational_flow_fills_outputs_history_and_execution_prompts() {
         .to_string();
 
     // Seed 000 step 5: the execution's prompt, next_action and a history limit.
-    let (status, second) = execute(
+    let second = executed(
         &gw,
         &id,
         json!({"question": "two", "next_action": "then compare", "memory_id": memory,
                "message_history_limit": 5,
                "prompt": "Context: ${parameters.kb.output:-}\n\n${parameters.chat_history:-}\n\nHuman:always learn useful information from chat history\nHuman:${parameters.question}, ${parameters.next_action}\n\nAssistant:"}),
-    )
-    .await;
-    assert_eq!(status, 200, "{second}");
+    ).await;
     let history = format!(
         "Below is Chat History between Human and AI which sorted by time with asc order:\nHuman:one\nAssistant:{answer1}\n"
     );
@@ -180,14 +182,13 @@ async fn a_conversational_flow_fills_outputs_history_and_execution_prompts() {
         .to_string();
 
     // `<tool>.prompt` replaces one tool's template; the limit counts interactions (one here).
-    let (status, third) = execute(
+    let third = executed(
         &gw,
         &id,
         json!({"question": "three", "memory_id": memory, "message_history_limit": 1,
                "answerer.prompt": "${parameters.chat_history:-}Q:${parameters.question}"}),
     )
     .await;
-    assert_eq!(status, 200, "{third}");
     assert_eq!(
         output(&third, "answerer")["result"],
         format!(
@@ -196,14 +197,13 @@ async fn a_conversational_flow_fills_outputs_history_and_execution_prompts() {
     );
 
     // selected_tools runs the model alone: the output placeholder takes its default.
-    let (status, fourth) = execute(
+    let fourth = executed(
         &gw,
         &id,
         json!({"question": "four", "selected_tools": ["answerer"],
                "answerer.prompt": "[${parameters.kb.output:-no context}] ${parameters.question}"}),
     )
     .await;
-    assert_eq!(status, 200, "{fourth}");
     assert_eq!(
         output(&fourth, "answerer")["result"],
         "Heard: [no context] four"
