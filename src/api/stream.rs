@@ -7,8 +7,8 @@
 //! thread: about one extra context switch per token.)
 //!
 //! The loop moves to a task of its own, and goes on as it always did, when the body is dropped
-//! (the client left: the run is cancelled or detached) or when the body has not polled it for
-//! the stall time (a client that stopped reading, an HTTP/2 stream whose window never opens):
+//! (the client left: the run is cancelled or detached) or when the body has not polled it for a
+//! whole stall interval (a client that stopped reading, an HTTP/2 stream whose window never opens):
 //! its emitter then counts the client as gone once the channel stays full.
 
 use std::convert::Infallible;
@@ -38,9 +38,9 @@ const COALESCE_BYTES: usize = 64 * 1024;
 pub(crate) struct RunDriver {
     /// The loop while the body drives it; empty once it ended or moved to its own task.
     slot: Mutex<Option<RunFuture>>,
-    /// When the body last polled it (milliseconds after `born`).
-    polled: AtomicU64,
-    born: Instant,
+    /// How many times the body has polled it (the watchdog sees whether this moves; a
+    /// counter costs the token path no clock read).
+    polls: AtomicU64,
 }
 
 impl RunDriver {
@@ -49,8 +49,7 @@ impl RunDriver {
     pub(crate) fn new(run: RunFuture, stall: Duration, cancel: CancellationToken) -> Arc<Self> {
         let driver = Arc::new(Self {
             slot: Mutex::new(Some(run)),
-            polled: AtomicU64::new(0),
-            born: Instant::now(),
+            polls: AtomicU64::new(0),
         });
         tokio::spawn(watch(Arc::clone(&driver), stall, cancel));
         driver
@@ -62,13 +61,9 @@ impl RunDriver {
         self.slot.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn since_born(&self) -> u64 {
-        self.born.elapsed().as_millis() as u64
-    }
-
     /// Polls the loop; false once it ended or is driven elsewhere.
     fn drive(&self, cx: &mut Context<'_>) -> bool {
-        self.polled.store(self.since_born(), Ordering::Relaxed);
+        self.polls.fetch_add(1, Ordering::Relaxed);
         let mut slot = self.slot();
         let Some(run) = slot.as_mut() else {
             return false;
@@ -78,12 +73,6 @@ impl RunDriver {
             return false;
         }
         true
-    }
-
-    /// How long the body has not polled the loop.
-    fn idle(&self) -> Duration {
-        let polled = self.polled.load(Ordering::Relaxed);
-        Duration::from_millis(self.since_born().saturating_sub(polled))
     }
 
     /// Moves the loop, if the body still holds it, to a task of its own.
@@ -96,25 +85,30 @@ impl RunDriver {
     }
 }
 
-/// Moves the loop to its own task once the body has not polled it for `stall`.
+/// Moves the loop to its own task once the body has not polled it for a whole `stall`
+/// interval (so after one to two of them).
 async fn watch(driver: Arc<RunDriver>, stall: Duration, cancel: CancellationToken) {
+    let mut seen = driver.polls.load(Ordering::Relaxed);
     let mut ended = false;
     loop {
-        let wait = stall
-            .saturating_sub(driver.idle())
-            .max(Duration::from_millis(100));
-        if ended {
-            tokio::time::sleep(wait).await;
+        // Whether a whole interval passed (the run's end cuts one short, to look at once).
+        let whole = if ended {
+            tokio::time::sleep(stall).await;
+            true
         } else {
             tokio::select! {
-                () = tokio::time::sleep(wait) => {}
-                () = cancel.cancelled() => ended = true,
+                () = tokio::time::sleep(stall) => true,
+                () = cancel.cancelled() => {
+                    ended = true;
+                    false
+                }
             }
-        }
+        };
         if driver.slot().is_none() {
             return;
         }
-        if driver.idle() >= stall {
+        let polls = driver.polls.load(Ordering::Relaxed);
+        if whole && polls == seen {
             tracing::info!(
                 stall_secs = stall.as_secs(),
                 "the client stopped taking its stream; the run goes on in its own task"
@@ -122,6 +116,7 @@ async fn watch(driver: Arc<RunDriver>, stall: Duration, cancel: CancellationToke
             driver.release();
             return;
         }
+        seen = polls;
     }
 }
 
