@@ -245,3 +245,139 @@ async fn cancelling_the_outer_run_cancels_the_inner_one() {
         .await
         .expect("the inner agent's upstream request was not dropped with the outer run");
 }
+
+/// Streams a run of `agent` through `/agents/{id}/agui` (as a 1.0 client when `v1`), verified.
+async fn stream(gw: &Gateway, agent: &str, thread: &str, text: &str, v1: bool) -> Vec<Value> {
+    let mut body = run_input(
+        thread,
+        json!([{"id": "u1", "role": "user", "content": text}]),
+    );
+    if v1 {
+        body["protocolVersion"] = json!("1.0");
+    }
+    gw.run(agent, &body).await
+}
+
+/// Three agents deep (asker → expert → calc, each call numbered `c1` by the provider): the
+/// nested runs stream as attributed subagents to a 1.0 client, and fold into the tool results
+/// for an older one.
+#[tokio::test]
+async fn nested_agents_stream_as_subagents() {
+    let turns = || {
+        vec![
+            Reply::Sse(tool_call_turn("c1", "expert", r#"{"question":"2+2?"}"#)),
+            Reply::Sse(tool_call_turn("c1", "calc", r#"{"question":"2+2"}"#)),
+            Reply::Sse(tool_call_turn(
+                "c1",
+                "calculator",
+                r#"{"expression":"2+2"}"#,
+            )),
+            Reply::Sse(text_chunks("calc says 4")),
+            Reply::Sse(text_chunks("The expert says 4.")),
+            Reply::Sse(text_chunks("The answer is 4.")),
+        ]
+    };
+    let mut script = turns();
+    script.extend(turns());
+    let up = FakeOpenAi::start(script).await;
+    let gw = Gateway::start(MINIMAL).await;
+    let calc = register(
+        &gw,
+        json!({"name": "calc", "type": "conversational", "model": model(&up),
+               "tools": [{"type": "builtin", "name": "calculator"}]}),
+    )
+    .await;
+    let expert = register(
+        &gw,
+        json!({"name": "expert", "description": "Knows arithmetic", "type": "conversational", "model": model(&up),
+               "tools": [{"type": "AgentTool", "name": "calc", "parameters": {"agent_id": calc}}]}),
+    )
+    .await;
+    let asker = register(
+        &gw,
+        json!({"name": "asker", "type": "conversational", "model": model(&up),
+               "tools": [{"type": "AgentTool", "name": "expert", "parameters": {"agent_id": expert}}]}),
+    )
+    .await;
+
+    let events = stream(&gw, &asker, "t-sub-1", "What is 2+2?", true).await;
+    let of = |t: &str| -> Vec<&Value> { events.iter().filter(|e| e["type"] == t).collect() };
+    let started = of("SUBAGENT_STARTED");
+    assert_eq!(started.len(), 2, "{events:#?}");
+    let (s1, s2) = (&started[0], &started[1]);
+    assert_eq!(s1["name"], "expert");
+    assert_eq!(s1["description"], "Knows arithmetic");
+    assert!(s1.get("parentSubagentRunId").is_none());
+    let outer_call = of("TOOL_CALL_START")[0];
+    assert!(outer_call.get("subagentRunId").is_none());
+    assert_eq!(s1["parentToolCallId"], outer_call["toolCallId"]);
+    assert_eq!(s2["name"], "calc");
+    assert_eq!(s2["parentSubagentRunId"], s1["subagentRunId"]);
+    // Every call id is unique on the wire although the provider said `c1` three times.
+    let calls: Vec<&Value> = of("TOOL_CALL_START");
+    assert_eq!(calls.len(), 3);
+    let ids: std::collections::HashSet<&str> = calls
+        .iter()
+        .map(|c| c["toolCallId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3, "{calls:#?}");
+    assert_eq!(calls[1]["subagentRunId"], s1["subagentRunId"]);
+    assert_eq!(s2["parentToolCallId"], calls[1]["toolCallId"]);
+    assert_eq!(calls[2]["toolCallName"], "calculator");
+    assert_eq!(calls[2]["subagentRunId"], s2["subagentRunId"]);
+    // The inner answers are attributed text; each subagent finishes before its call's result.
+    let texts = of("TEXT_MESSAGE_START");
+    assert_eq!(texts[0]["subagentRunId"], s2["subagentRunId"]);
+    assert_eq!(texts[1]["subagentRunId"], s1["subagentRunId"]);
+    assert!(texts[2].get("subagentRunId").is_none());
+    let pos = |pred: &dyn Fn(&Value) -> bool| events.iter().position(pred).unwrap();
+    let fin2 =
+        pos(&|e| e["type"] == "SUBAGENT_FINISHED" && e["subagentRunId"] == s2["subagentRunId"]);
+    let res2 =
+        pos(&|e| e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == calls[1]["toolCallId"]);
+    let fin1 =
+        pos(&|e| e["type"] == "SUBAGENT_FINISHED" && e["subagentRunId"] == s1["subagentRunId"]);
+    let res1 =
+        pos(&|e| e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == outer_call["toolCallId"]);
+    assert!(fin2 < res2 && res2 < fin1 && fin1 < res1, "{events:#?}");
+    assert_eq!(events[res2]["content"], "calc says 4");
+    assert_eq!(events[res2]["subagentRunId"], s1["subagentRunId"]);
+    assert_eq!(events[res1]["content"], "The expert says 4.");
+    assert!(events[res1].get("subagentRunId").is_none());
+
+    // An older client: no subagent events, no attribution, the inner work folded into the
+    // outer call's result.
+    let events = stream(&gw, &asker, "t-sub-0", "What is 2+2?", false).await;
+    let text = serde_json::to_string(&events).unwrap();
+    assert!(
+        !text.contains("SUBAGENT") && !text.contains("subagentRunId"),
+        "{events:#?}"
+    );
+    assert!(
+        !text.contains("calc says 4\""),
+        "inner text leaked: {events:#?}"
+    );
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "TOOL_CALL_RESULT")
+        .unwrap();
+    assert_eq!(result["content"], "The expert says 4.");
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["type"] == "TOOL_CALL_START")
+            .count(),
+        1
+    );
+
+    // The stored thread keeps the subagents' messages (attributed) but the model never sees
+    // them in a later turn.
+    let reqs = up.requests();
+    assert_eq!(reqs.len(), 12);
+    assert!(reqs[5].to_string().contains("The expert says 4."));
+    assert!(
+        !reqs[5].to_string().contains("calc says 4"),
+        "{:#}",
+        reqs[5]
+    );
+}

@@ -353,6 +353,7 @@ async fn one_session_serves_many_concurrent_calls() {
                     tool_call_id: format!("c{i}"),
                     cancel: CancellationToken::new(),
                     state: Default::default(),
+                    side: None,
                 };
                 add.tool.call(json!({"a": i, "b": 0.5}), ctx).await
             }

@@ -410,6 +410,7 @@ auth = {{ type = "header", name = "X-Api-Key", value_env = "PETSTORE_KEY" }}
         tool_call_id: "c".into(),
         cancel: CancellationToken::new(),
         state: Default::default(),
+        side: None,
     };
     let agent = gw.0.state.agents.get("a").await.unwrap().unwrap();
     let tools = &agent.tools;

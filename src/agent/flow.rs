@@ -57,7 +57,7 @@ pub async fn run(
         emitter.fail(&code, message.clone()).await;
         report.error = Some((code, message));
     }
-    report.messages = emitter.transcript().messages();
+    report.messages = emitter.transcript().own_messages();
     report
 }
 
@@ -304,6 +304,7 @@ async fn drive(
             tool_call_id: call_id.clone(),
             cancel: cancel.clone(),
             state: Arc::new(input.state.clone().unwrap_or_default()),
+            side: None,
         };
         let out = tokio::select! {
             biased;

@@ -11,7 +11,6 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
@@ -23,9 +22,10 @@ use super::{Agent, Overrides, Report};
 use crate::connector::template::{Escape, render};
 use crate::conversation::{ContentBlock, Message, Role};
 use crate::model::{ModelEvent, ModelRequest, retry};
-use crate::protocol::events::{Envelope, Event};
+use crate::protocol::events::Event;
 use crate::protocol::input::RunAgentInput;
 use crate::protocol::new_id;
+use crate::runs::nested::{SIDE_CAPACITY, Subagent};
 use crate::runs::{EmitError, Emitter};
 use crate::store::Store;
 
@@ -259,7 +259,7 @@ pub async fn run(
                 .unwrap_or_default(),
         ));
     }
-    report.messages = per.emitter.transcript().messages();
+    report.messages = per.emitter.transcript().own_messages();
     report.usage = std::mem::take(&mut per.usage);
     report
 }
@@ -591,9 +591,15 @@ impl Per<'_> {
                 format!("executor input: {}: {}", e.field, e.message),
             )
         })?;
+        let sub = Subagent {
+            description: Some(step.to_string()),
+            shares_state: true,
+            ..Subagent::new("executor")
+        };
         let report = run_nested(
             self.agent,
             &inner,
+            sub,
             self.emitter,
             &self.cancel,
             self.store.clone(),
@@ -603,16 +609,7 @@ impl Per<'_> {
         if let Some((code, message)) = report.error {
             return Err((code, message));
         }
-        let result = report
-            .messages
-            .iter()
-            .rev()
-            .find(|m| {
-                m["role"] == "assistant" && m["content"].as_str().is_some_and(|c| !c.is_empty())
-            })
-            .and_then(|m| m["content"].as_str())
-            .unwrap_or_default()
-            .to_string();
+        let result = crate::runs::nested::answer(&report.messages).to_string();
         self.executor.history.push(question);
         self.executor.history.extend(report.messages);
         self.executor.parent_interaction_id = Some(question_id);
@@ -624,33 +621,31 @@ impl Per<'_> {
     }
 }
 
-/// Runs the executor's whole run (`RUN_STARTED` ... `RUN_FINISHED`) on an emitter of its own
-/// and forwards its events, except the lifecycle ones, into `outer`; a gone outer client
-/// cancels it.
+/// Runs the executor's whole run on an emitter of its own, streaming it into `outer` as
+/// subagent `sub` (a 1.0 client sees it attributed; an older one as the run's own events); a
+/// gone outer client cancels it.
 async fn run_nested(
     agent: &Agent,
     input: &RunAgentInput,
+    sub: Subagent,
     outer: &mut Emitter,
     cancel: &CancellationToken,
     store: Option<Arc<dyn Store>>,
 ) -> Result<Report, Stop> {
-    let (tx, mut rx) = mpsc::channel::<Bytes>(64);
+    let (tx, mut rx) = mpsc::channel(SIDE_CAPACITY);
     let child = cancel.child_token();
     let inner_cancel = child.clone();
     let run = async move {
-        let mut emitter = Emitter::new(tx, true);
+        let mut emitter = Emitter::nested(tx, Arc::new(sub));
         super::react::run(agent, input, &mut emitter, inner_cancel, store).await
     };
     let forward = async {
         let mut failed: Option<EmitError> = None;
-        while let Some(frame) = rx.recv().await {
+        while let Some(side) = rx.recv().await {
             if failed.is_some() {
                 continue;
             }
-            let Some(event) = decode(&frame).filter(forwarded) else {
-                continue;
-            };
-            if let Err(e) = outer.emit(event).await {
+            if let Err(e) = outer.side(side).await {
                 failed = Some(e);
                 child.cancel();
             }
@@ -665,25 +660,6 @@ async fn run_nested(
         return Err(cancelled());
     }
     Ok(report)
-}
-
-/// The event of one SSE frame the gateway wrote.
-pub(crate) fn decode(frame: &Bytes) -> Option<Event> {
-    let text = std::str::from_utf8(frame).ok()?;
-    let data = text.lines().find_map(|l| l.strip_prefix("data: "))?;
-    serde_json::from_str::<Envelope>(data).ok().map(|e| e.event)
-}
-
-/// Whether a nested run's event belongs in the outer stream (its lifecycle and accounting do
-/// not: the outer run has its own).
-fn forwarded(e: &Event) -> bool {
-    !matches!(
-        e,
-        Event::RunStarted { .. }
-            | Event::RunFinished { .. }
-            | Event::RunError { .. }
-            | Event::MessagesSnapshot { .. }
-    ) && !matches!(e, Event::Custom { name, .. } if name == "token_usage")
 }
 
 fn fill(template: &str, vars: &Map<String, Value>) -> Result<String, Stop> {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::approvals;
@@ -20,6 +21,7 @@ use crate::model::{ModelError, ModelEvent, ModelRequest, StopReason, Usage, medi
 use crate::protocol::events::{EncryptedSubtype, Event, Outcome, ToolResultContent};
 use crate::protocol::input::RunAgentInput;
 use crate::protocol::verify::Violation;
+use crate::runs::nested::SIDE_CAPACITY;
 use crate::runs::{EmitError, Emitter};
 use crate::store::{Store, StoreError};
 use crate::tools::builtin::apply_ops;
@@ -147,7 +149,7 @@ pub async fn run(
                 .await;
         }
     }
-    report.messages = run.emitter.transcript().messages();
+    report.messages = run.emitter.transcript().own_messages();
     report.usage = std::mem::take(&mut run.usage);
     report.notices = std::mem::take(&mut run.notices);
     report
@@ -429,6 +431,7 @@ impl Run<'_> {
             tool_call_id: tool_call_id.to_string(),
             cancel: self.cancel.clone(),
             state: Arc::clone(&self.state),
+            side: None,
         }
     }
 
@@ -944,26 +947,42 @@ impl Run<'_> {
         // Parallel calls run together, at most `tool_concurrency` at a time; results are
         // streamed as they complete and kept in call order for the model. (The futures are
         // collected first: a lazy `map` inside the stream trips the run task's Send check.)
+        // What the calls send while they work (a nested agent's events, progress) streams
+        // as it comes; whatever a call sent before it returned goes out before its result.
+        let (side_tx, mut side_rx) = mpsc::channel(SIDE_CAPACITY);
         let jobs: Vec<_> = calls
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                let ctx = self.tool_context(&c.id);
+                let mut ctx = self.tool_context(&c.id);
+                ctx.side = Some(side_tx.clone());
                 async move {
                     let out = super::execute_tool(tools, &c.name, &c.id, &c.args, ctx).await;
                     (i, out)
                 }
             })
             .collect();
+        drop(side_tx);
         let mut pending = futures::stream::iter(jobs).buffer_unordered(agent.tool_concurrency);
         let mut outputs: Vec<Option<ToolOutput>> = vec![None; calls.len()];
         loop {
             let next = tokio::select! {
                 biased;
                 _ = self.cancel.cancelled() => return Err(Halt::Cancelled),
-                n = pending.next() => n,
+                Some(side) = side_rx.recv() => Err(side),
+                n = pending.next() => Ok(n),
             };
-            let Some((i, out)) = next else { break };
+            let (i, out) = match next {
+                Err(side) => {
+                    self.emitter.side(side).await?;
+                    continue;
+                }
+                Ok(None) => break,
+                Ok(Some(done)) => done,
+            };
+            while let Ok(side) = side_rx.try_recv() {
+                self.emitter.side(side).await?;
+            }
             if out.is_error {
                 tracing::info!(tool = %calls[i].name, "backend tool returned an error result");
             }

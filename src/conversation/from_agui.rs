@@ -97,7 +97,7 @@ pub fn convert(messages: &[InputMessage]) -> Converted {
             } => {
                 pending_reasoning.push(reasoning_block(content.text(), encrypted_value.as_deref()));
             }
-            InputMessage::Activity => {}
+            InputMessage::Display => {}
         }
     }
     if !pending_reasoning.is_empty() {

@@ -52,6 +52,7 @@ mod tests {
                 message_id: "m".into(),
                 delta: "a\r\nb\n".into(),
             },
+            subagent: None,
             timestamp: Some(1),
         };
         let f = sse_frame(7, &event_json(&env));

@@ -4,15 +4,58 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// One event on the wire, with its optional integer millisecond timestamp.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One event on the wire, with its optional integer millisecond timestamp and the subagent
+/// it belongs to.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Envelope {
     /// The event itself; its fields sit next to `timestamp` in the JSON object.
     #[serde(flatten)]
     pub event: Event,
+    /// The subagent invocation that produced it (`subagentRunId`); absent for the run's own
+    /// agent. Never set on `SUBAGENT_*` events, whose own `subagentRunId` names the subagent.
+    #[serde(
+        rename = "subagentRunId",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub subagent: Option<String>,
     /// Milliseconds since the Unix epoch, when the event was emitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestamp: Option<i64>,
+}
+
+impl<'de> Deserialize<'de> for Envelope {
+    /// Read by hand: `subagentRunId` is the attribution on most events but a field of the
+    /// event itself on `SUBAGENT_*` ones, which a flattened field cannot tell apart.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut map = serde_json::Map::<String, Value>::deserialize(d)?;
+        let timestamp = match map.remove("timestamp") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(
+                v.as_i64()
+                    .ok_or_else(|| serde::de::Error::custom("timestamp must be an integer"))?,
+            ),
+        };
+        let own = map
+            .get("type")
+            .and_then(Value::as_str)
+            .is_some_and(|t| t.starts_with("SUBAGENT_"));
+        let subagent = if own {
+            None
+        } else {
+            match map.remove("subagentRunId") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => Some(s),
+                Some(_) => return Err(serde::de::Error::custom("subagentRunId must be a string")),
+            }
+        };
+        let event = Event::deserialize(Value::Object(map)).map_err(serde::de::Error::custom)?;
+        Ok(Envelope {
+            event,
+            subagent,
+            timestamp,
+        })
+    }
 }
 
 /// Every AG-UI event. Payloads the gateway never inspects (snapshots, patches, raw events) stay
@@ -353,6 +396,7 @@ mod tests {
                 tool_call_name: "f".into(),
                 parent_message_id: None,
             },
+            subagent: None,
             timestamp: Some(17),
         };
         let v = serde_json::to_value(&env).unwrap();
@@ -409,5 +453,30 @@ mod tests {
         assert_eq!(env.timestamp, Some(5));
         assert_eq!(env.event.type_name(), "TEXT_MESSAGE_CONTENT");
         assert_eq!(serde_json::to_string(&env).unwrap(), line);
+    }
+
+    #[test]
+    fn attribution_sits_beside_the_event_except_on_subagent_events() {
+        let line =
+            r#"{"type":"TEXT_MESSAGE_END","messageId":"m","subagentRunId":"s1","timestamp":5}"#;
+        let env: Envelope = serde_json::from_str(line).unwrap();
+        assert_eq!(env.subagent.as_deref(), Some("s1"));
+        assert_eq!(serde_json::to_string(&env).unwrap(), line);
+        let line = r#"{"type":"SUBAGENT_FINISHED","subagentRunId":"s1"}"#;
+        let env: Envelope = serde_json::from_str(line).unwrap();
+        assert_eq!(env.subagent, None);
+        assert_eq!(
+            env.event,
+            Event::SubagentFinished {
+                subagent_run_id: "s1".into(),
+                result: None,
+                outcome: None
+            }
+        );
+        assert_eq!(serde_json::to_string(&env).unwrap(), line);
+        assert!(
+            serde_json::from_str::<Envelope>(r#"{"type":"RAW","event":1,"subagentRunId":3}"#)
+                .is_err()
+        );
     }
 }

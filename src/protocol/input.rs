@@ -66,7 +66,7 @@ impl RunAgentInput {
                     tool_calls,
                     ..
                 } => (content, &tool_calls[..]),
-                InputMessage::Activity => continue,
+                InputMessage::Display => continue,
             };
             if let Some((path, n)) = content.part_over(max) {
                 return Some((format!("messages[{i}].content{path}"), n));
@@ -180,8 +180,10 @@ pub enum InputMessage {
         content: Content,
         encrypted_value: Option<String>,
     },
-    /// Client-only progress messages; never sent to a model.
-    Activity,
+    /// Messages for display only, never sent to a model: activities (progress) and whatever a
+    /// subagent produced (a message with a `subagentRunId` is the subagent's, not this
+    /// conversation's).
+    Display,
 }
 
 /// Marks the inner path inside a message error, so [`parse`] can name the exact field even
@@ -250,6 +252,9 @@ impl<'de> Deserialize<'de> for InputMessage {
             }
             None => return Err(serde::de::Error::missing_field("role")),
         };
+        if matches!(map.get("subagentRunId"), Some(Value::String(_))) {
+            return Ok(InputMessage::Display);
+        }
         let v = Value::Object(map);
         let msg = match role.as_str() {
             "developer" | "system" | "user" => {
@@ -294,7 +299,7 @@ impl<'de> Deserialize<'de> for InputMessage {
                     encrypted_value: f.encrypted_value,
                 }
             }
-            "activity" => InputMessage::Activity,
+            "activity" => InputMessage::Display,
             other => {
                 return Err(serde::de::Error::custom(format!(
                     "{PATH_MARK}role{PATH_MARK}unknown role {other:?}; expected developer, system, user, assistant, tool, reasoning or activity"
@@ -682,7 +687,7 @@ fn validate(input: &RunAgentInput) -> Result<(), InputError> {
             InputMessage::Tool {
                 id, tool_call_id, ..
             } => (id, &[][..], Some(tool_call_id)),
-            InputMessage::Activity => (&None, &[][..], None),
+            InputMessage::Display => (&None, &[][..], None),
         };
         std::iter::once((format!("messages[{i}].id"), id.as_ref()))
             .chain(call_id.map(|c| (format!("messages[{i}].toolCallId"), Some(c))))
@@ -813,6 +818,21 @@ mod tests {
         assert_eq!(parts[5], Part::Unknown);
         assert!(matches!(&parts[4], Part::Binary { url: Some(u), .. } if u == "https://x/a.jpg"));
         assert_eq!(input.messages[1].clone_text(), "look");
+    }
+
+    #[test]
+    fn a_subagents_messages_are_for_display_only() {
+        let input = parse(
+            br#"{"threadId":"t","runId":"r","messages":[
+              {"id":"1","role":"assistant","content":"inner","subagentRunId":"s1"},
+              {"id":"2","role":"tool","toolCallId":"c","content":"x","subagentRunId":"s1"},
+              {"id":"3","role":"user","content":"hi","subagentRunId":null}
+            ]}"#,
+        )
+        .unwrap();
+        assert!(matches!(input.messages[0], InputMessage::Display));
+        assert!(matches!(input.messages[1], InputMessage::Display));
+        assert!(matches!(input.messages[2], InputMessage::User { .. }));
     }
 
     #[test]

@@ -41,10 +41,24 @@ pub struct Verifier {
     answered_calls: HashSet<String>,
     /// Every message and tool-call id used in this run: ids are never reused.
     used_ids: HashSet<String>,
-    open_steps: Vec<String>,
-    reasoning_span: Option<String>,
+    /// Steps started and not finished, with the subagent that started each.
+    open_steps: Vec<(Owner, String)>,
+    /// The open reasoning span of each agent (the run's own and each subagent's).
+    reasoning_spans: Vec<(Owner, String)>,
     open_reasoning: Vec<String>,
+    /// Who produced each message, tool call and activity (`None`: the run's own agent):
+    /// later events about it must carry the same attribution.
+    owners: HashMap<String, Owner>,
+    /// Activity message ids, so a delta names a known activity.
+    activities: HashSet<String>,
+    /// Subagents started and not yet finished, in start order.
+    active_subagents: Vec<String>,
+    /// Subagents that finished or failed: their ids are spent.
+    ended_subagents: HashSet<String>,
 }
+
+/// The subagent an event is attributed to (`None`: the run's own agent).
+pub type Owner = Option<String>;
 
 impl Verifier {
     /// A verifier for a client that does (`v1`) or does not accept 1.0-only shapes.
@@ -59,8 +73,12 @@ impl Verifier {
             answered_calls: HashSet::new(),
             used_ids: HashSet::new(),
             open_steps: Vec::new(),
-            reasoning_span: None,
+            reasoning_spans: Vec::new(),
             open_reasoning: Vec::new(),
+            owners: HashMap::new(),
+            activities: HashSet::new(),
+            active_subagents: Vec::new(),
+            ended_subagents: HashSet::new(),
         }
     }
 
@@ -74,15 +92,48 @@ impl Verifier {
         matches!(self.phase, Phase::Finished | Phase::Errored)
     }
 
+    /// Whether `id` was already used for a message, tool call or activity in this run.
+    pub fn is_used(&self, id: &str) -> bool {
+        self.used_ids.contains(id)
+    }
+
     /// Whether `RUN_STARTED` was accepted and the run has not ended.
     pub fn is_running(&self) -> bool {
         self.phase == Phase::Running
     }
 
-    /// Checks `event` against the rules and, if it passes, records its effect.
+    /// Checks an event of the run's own agent against the rules and, if it passes, records
+    /// its effect.
     pub fn check(&mut self, event: &Event) -> Result<(), Violation> {
+        self.check_as(event, None)
+    }
+
+    /// Checks `event`, produced by subagent `by` (`None`: the run's own agent), against the
+    /// rules and, if it passes, records its effect.
+    pub fn check_as(&mut self, event: &Event, by: Option<&str>) -> Result<(), Violation> {
         let name = event.type_name();
         let fail = |rule: String| Err(Violation { event: name, rule });
+        if let Some(s) = by {
+            if !self.v1 {
+                return fail("subagent attribution is 1.0-only".into());
+            }
+            if !self.active_subagents.iter().any(|a| a == s) {
+                return fail(format!("attributed to subagent {s:?}, which is not active"));
+            }
+            if matches!(
+                event,
+                Event::RunStarted { .. }
+                    | Event::RunFinished { .. }
+                    | Event::RunError { .. }
+                    | Event::MessagesSnapshot { .. }
+                    | Event::SubagentStarted { .. }
+                    | Event::SubagentFinished { .. }
+                    | Event::SubagentError { .. }
+            ) {
+                return fail("run-scoped and subagent events carry no attribution".into());
+            }
+        }
+        let owner: Owner = by.map(str::to_string);
         match self.phase {
             Phase::Finished => return fail("nothing may follow RUN_FINISHED".into()),
             Phase::Errored => return fail("nothing may follow RUN_ERROR".into()),
@@ -103,6 +154,9 @@ impl Verifier {
                 if let Some(open) = self.first_open() {
                     return fail(format!("{open} is still open"));
                 }
+                if let Some(s) = self.active_subagents.first() {
+                    return fail(format!("subagent {s:?} is still active"));
+                }
                 match outcome {
                     Some(Outcome::Cancelled) if !self.v1 => {
                         return fail("outcome `cancelled` is 1.0-only".into());
@@ -120,25 +174,32 @@ impl Verifier {
                 self.phase = Phase::Finished;
             }
             Event::StepStarted { step_name } => {
-                if self.open_steps.contains(step_name) {
+                let step = (owner, step_name.clone());
+                if self.open_steps.contains(&step) {
                     return fail(format!("step {step_name:?} is already active"));
                 }
-                self.open_steps.push(step_name.clone());
+                self.open_steps.push(step);
             }
             Event::StepFinished { step_name } => {
-                let Some(i) = self.open_steps.iter().position(|s| s == step_name) else {
-                    return fail(format!("step {step_name:?} was not started"));
+                let Some(i) = self
+                    .open_steps
+                    .iter()
+                    .position(|(o, s)| s == step_name && *o == owner)
+                else {
+                    return fail(format!("step {step_name:?} was not started by its agent"));
                 };
                 self.open_steps.remove(i);
             }
             Event::TextMessageStart { message_id, .. } => {
                 self.claim_id(message_id).or_else(&fail)?;
+                self.owners.insert(message_id.clone(), owner);
                 self.open_text.push(message_id.clone());
             }
             Event::TextMessageContent { message_id, delta } => {
                 if !self.open_text.contains(message_id) {
                     return fail(format!("no open text message {message_id:?}"));
                 }
+                self.same_owner(message_id, by).or_else(&fail)?;
                 if delta.is_empty() {
                     return fail("empty delta".into());
                 }
@@ -147,10 +208,21 @@ impl Verifier {
                 let Some(i) = self.open_text.iter().position(|m| m == message_id) else {
                     return fail(format!("no open text message {message_id:?}"));
                 };
+                self.same_owner(message_id, by).or_else(&fail)?;
                 self.open_text.remove(i);
             }
-            Event::ToolCallStart { tool_call_id, .. } => {
+            Event::ToolCallStart {
+                tool_call_id,
+                parent_message_id,
+                ..
+            } => {
+                if let Some(p) = parent_message_id
+                    && self.owners.contains_key(p)
+                {
+                    self.same_owner(p, by).or_else(&fail)?;
+                }
                 self.claim_id(tool_call_id).or_else(&fail)?;
+                self.owners.insert(tool_call_id.clone(), owner);
                 self.open_calls.insert(tool_call_id.clone(), String::new());
                 self.open_call_order.push(tool_call_id.clone());
             }
@@ -162,8 +234,13 @@ impl Verifier {
                     return fail(format!("no open tool call {tool_call_id:?}"));
                 };
                 args.push_str(delta);
+                self.same_owner(tool_call_id, by).or_else(&fail)?;
             }
             Event::ToolCallEnd { tool_call_id } => {
+                if !self.open_calls.contains_key(tool_call_id) {
+                    return fail(format!("no open tool call {tool_call_id:?}"));
+                }
+                self.same_owner(tool_call_id, by).or_else(&fail)?;
                 let Some(args) = self.open_calls.remove(tool_call_id) else {
                     return fail(format!("no open tool call {tool_call_id:?}"));
                 };
@@ -193,25 +270,28 @@ impl Verifier {
                     return fail(format!("second result for call {tool_call_id:?}"));
                 }
                 self.claim_id(message_id).or_else(&fail)?;
+                self.owners.insert(message_id.clone(), owner);
                 self.answered_calls.insert(tool_call_id.clone());
             }
             Event::ReasoningStart { message_id } => {
-                if self.reasoning_span.is_some() {
+                if self.reasoning_spans.iter().any(|(o, _)| *o == owner) {
                     return fail("a reasoning span is already open".into());
                 }
-                self.reasoning_span = Some(message_id.clone());
+                self.reasoning_spans.push((owner, message_id.clone()));
             }
             Event::ReasoningMessageStart { message_id, .. } => {
-                if self.reasoning_span.is_none() {
+                if !self.reasoning_spans.iter().any(|(o, _)| *o == owner) {
                     return fail("no open reasoning span".into());
                 }
                 self.claim_id(message_id).or_else(&fail)?;
+                self.owners.insert(message_id.clone(), owner);
                 self.open_reasoning.push(message_id.clone());
             }
             Event::ReasoningMessageContent { message_id, delta } => {
                 if !self.open_reasoning.contains(message_id) {
                     return fail(format!("no open reasoning message {message_id:?}"));
                 }
+                self.same_owner(message_id, by).or_else(&fail)?;
                 if delta.is_empty() {
                     return fail("empty delta".into());
                 }
@@ -220,16 +300,38 @@ impl Verifier {
                 let Some(i) = self.open_reasoning.iter().position(|m| m == message_id) else {
                     return fail(format!("no open reasoning message {message_id:?}"));
                 };
+                self.same_owner(message_id, by).or_else(&fail)?;
                 self.open_reasoning.remove(i);
             }
             Event::ReasoningEnd { message_id } => {
-                if self.reasoning_span.as_ref() != Some(message_id) {
+                let Some(i) = self
+                    .reasoning_spans
+                    .iter()
+                    .position(|(o, m)| m == message_id && *o == owner)
+                else {
                     return fail(format!("no open reasoning span {message_id:?}"));
-                }
-                if !self.open_reasoning.is_empty() {
+                };
+                if self
+                    .open_reasoning
+                    .iter()
+                    .any(|m| self.owners.get(m) == Some(&owner))
+                {
                     return fail("a reasoning message is still open".into());
                 }
-                self.reasoning_span = None;
+                self.reasoning_spans.remove(i);
+            }
+            Event::ActivitySnapshot { message_id, .. } => {
+                if !self.activities.contains(message_id) {
+                    self.claim_id(message_id).or_else(&fail)?;
+                    self.activities.insert(message_id.clone());
+                }
+                self.owners.insert(message_id.clone(), owner);
+            }
+            Event::ActivityDelta { message_id, .. } => {
+                if !self.activities.contains(message_id) {
+                    return fail(format!("no activity {message_id:?}"));
+                }
+                self.same_owner(message_id, by).or_else(&fail)?;
             }
             Event::SubagentStarted { .. }
             | Event::SubagentFinished { .. }
@@ -238,9 +340,64 @@ impl Verifier {
             {
                 return fail("SUBAGENT_* events are 1.0-only".into());
             }
+            Event::SubagentStarted {
+                subagent_run_id,
+                parent_subagent_run_id,
+                ..
+            } => {
+                if subagent_run_id.is_empty() {
+                    return fail("empty subagentRunId".into());
+                }
+                if self.active_subagents.contains(subagent_run_id)
+                    || self.ended_subagents.contains(subagent_run_id)
+                {
+                    return fail(format!(
+                        "subagent {subagent_run_id:?} was already started in this run"
+                    ));
+                }
+                if let Some(p) = parent_subagent_run_id
+                    && !self.active_subagents.contains(p)
+                {
+                    return fail(format!("parent subagent {p:?} is not active"));
+                }
+                self.active_subagents.push(subagent_run_id.clone());
+            }
+            Event::SubagentFinished {
+                subagent_run_id, ..
+            }
+            | Event::SubagentError {
+                subagent_run_id, ..
+            } => {
+                let Some(i) = self
+                    .active_subagents
+                    .iter()
+                    .position(|s| s == subagent_run_id)
+                else {
+                    return fail(format!("no active subagent {subagent_run_id:?}"));
+                };
+                self.active_subagents.remove(i);
+                self.ended_subagents.insert(subagent_run_id.clone());
+            }
             _ => {}
         }
         Ok(())
+    }
+
+    /// Whether `id` (a message, call or activity) belongs to `by`.
+    fn same_owner(&self, id: &str, by: Option<&str>) -> Result<(), String> {
+        let owner = self.owners.get(id).and_then(|o| o.as_deref());
+        if owner == by {
+            return Ok(());
+        }
+        let name = |o: Option<&str>| match o {
+            Some(s) => format!("subagent {s:?}"),
+            None => "the run's own agent".to_string(),
+        };
+        Err(format!(
+            "{id:?} belongs to {}, not {}",
+            name(owner),
+            name(by)
+        ))
     }
 
     fn claim_id(&mut self, id: &str) -> Result<(), String> {
@@ -260,45 +417,64 @@ impl Verifier {
         if let Some(c) = self.open_call_order.first() {
             return Some(format!("tool call {c:?}"));
         }
-        if let Some(s) = self.open_steps.first() {
+        if let Some((_, s)) = self.open_steps.first() {
             return Some(format!("step {s:?}"));
         }
         if let Some(m) = self.open_reasoning.first() {
             return Some(format!("reasoning message {m:?}"));
         }
-        self.reasoning_span
-            .as_ref()
-            .map(|m| format!("reasoning span {m:?}"))
+        self.reasoning_spans
+            .first()
+            .map(|(_, m)| format!("reasoning span {m:?}"))
     }
 
-    /// The events that close everything still open, in a valid order. Tool calls whose
-    /// arguments are incomplete JSON are closed as they are: the run is about to fail anyway.
-    pub fn closers(&self) -> Vec<Event> {
+    fn owner_of(&self, id: &str) -> Owner {
+        self.owners.get(id).cloned().flatten()
+    }
+
+    /// The events that close everything still open, in a valid order, each with the subagent
+    /// it belongs to; active subagents end with `SUBAGENT_ERROR`, innermost first. Tool calls
+    /// whose arguments are incomplete JSON are closed as they are: the run is about to fail
+    /// anyway.
+    pub fn closers(&self) -> Vec<(Event, Owner)> {
         let mut out = Vec::new();
         for m in &self.open_reasoning {
-            out.push(Event::ReasoningMessageEnd {
+            let e = Event::ReasoningMessageEnd {
                 message_id: m.clone(),
-            });
+            };
+            out.push((e, self.owner_of(m)));
         }
-        if let Some(m) = &self.reasoning_span {
-            out.push(Event::ReasoningEnd {
+        for (o, m) in &self.reasoning_spans {
+            let e = Event::ReasoningEnd {
                 message_id: m.clone(),
-            });
+            };
+            out.push((e, o.clone()));
         }
         for m in &self.open_text {
-            out.push(Event::TextMessageEnd {
+            let e = Event::TextMessageEnd {
                 message_id: m.clone(),
-            });
+            };
+            out.push((e, self.owner_of(m)));
         }
         for c in &self.open_call_order {
-            out.push(Event::ToolCallEnd {
+            let e = Event::ToolCallEnd {
                 tool_call_id: c.clone(),
-            });
+            };
+            out.push((e, self.owner_of(c)));
         }
-        for s in self.open_steps.iter().rev() {
-            out.push(Event::StepFinished {
+        for (o, s) in self.open_steps.iter().rev() {
+            let e = Event::StepFinished {
                 step_name: s.clone(),
-            });
+            };
+            out.push((e, o.clone()));
+        }
+        for s in self.active_subagents.iter().rev() {
+            let e = Event::SubagentError {
+                subagent_run_id: s.clone(),
+                message: "the run ended before this subagent finished".into(),
+                code: None,
+            };
+            out.push((e, None));
         }
         out
     }
@@ -309,13 +485,21 @@ impl Verifier {
             Event::ReasoningMessageEnd { message_id } => {
                 self.open_reasoning.retain(|m| m != message_id)
             }
-            Event::ReasoningEnd { .. } => self.reasoning_span = None,
+            Event::ReasoningEnd { message_id } => {
+                self.reasoning_spans.retain(|(_, m)| m != message_id)
+            }
             Event::TextMessageEnd { message_id } => self.open_text.retain(|m| m != message_id),
             Event::ToolCallEnd { tool_call_id } => {
                 self.open_calls.remove(tool_call_id);
                 self.open_call_order.retain(|c| c != tool_call_id);
             }
-            Event::StepFinished { step_name } => self.open_steps.retain(|s| s != step_name),
+            Event::StepFinished { step_name } => self.open_steps.retain(|(_, s)| s != step_name),
+            Event::SubagentError {
+                subagent_run_id, ..
+            } => {
+                self.active_subagents.retain(|s| s != subagent_run_id);
+                self.ended_subagents.insert(subagent_run_id.clone());
+            }
             Event::RunError { .. } => self.phase = Phase::Errored,
             _ => {}
         }
@@ -501,8 +685,9 @@ mod tests {
         v.check(&text_start("m")).unwrap();
         v.check(&call_start("c")).unwrap();
         v.check(&args("c", "{}")).unwrap();
-        for e in v.closers() {
-            v.check(&e).unwrap_or_else(|err| panic!("{e:?}: {err}"));
+        for (e, by) in v.closers() {
+            v.check_as(&e, by.as_deref())
+                .unwrap_or_else(|err| panic!("{e:?}: {err}"));
         }
         v.check(&finished(None)).unwrap();
     }
@@ -541,5 +726,99 @@ mod tests {
             interrupts: Vec::<Interrupt>::new(),
         });
         assert!(started().check(&finished(empty)).is_err());
+    }
+
+    fn sub_started(id: &str, parent: Option<&str>) -> Event {
+        Event::SubagentStarted {
+            subagent_run_id: id.into(),
+            name: "n".into(),
+            description: None,
+            parent_subagent_run_id: parent.map(str::to_string),
+            parent_tool_call_id: None,
+            parent_message_id: None,
+        }
+    }
+    fn sub_finished(id: &str) -> Event {
+        Event::SubagentFinished {
+            subagent_run_id: id.into(),
+            result: None,
+            outcome: None,
+        }
+    }
+
+    #[test]
+    fn subagents_nest_own_their_work_and_must_finish() {
+        let mut v = Verifier::new(true);
+        v.check(&run_started()).unwrap();
+        assert!(
+            v.check_as(&text_start("m"), Some("s1")).is_err(),
+            "not started"
+        );
+        assert!(
+            v.check(&sub_started("s2", Some("s1"))).is_err(),
+            "unknown parent"
+        );
+        v.check(&sub_started("s1", None)).unwrap();
+        v.check(&sub_started("s2", Some("s1"))).unwrap();
+        // Concurrent messages and reasoning spans of different agents, and the same step name.
+        v.check_as(&text_start("a"), Some("s1")).unwrap();
+        v.check_as(&text_start("b"), Some("s2")).unwrap();
+        v.check(&text_start("c")).unwrap();
+        for by in [None, Some("s1")] {
+            v.check_as(
+                &Event::ReasoningStart {
+                    message_id: format!("r{by:?}"),
+                },
+                by,
+            )
+            .unwrap();
+            v.check_as(
+                &Event::StepStarted {
+                    step_name: "step".into(),
+                },
+                by,
+            )
+            .unwrap();
+        }
+        assert!(
+            v.check_as(&content("a", "x"), Some("s2")).is_err(),
+            "wrong owner"
+        );
+        assert!(v.check(&content("a", "x")).is_err(), "owner missing");
+        v.check_as(&content("a", "x"), Some("s1")).unwrap();
+        assert!(
+            v.check_as(&sub_started("s3", None), Some("s1")).is_err(),
+            "subagent events carry no attribution"
+        );
+        assert!(v.check(&sub_finished("s9")).is_err(), "not active");
+        // A failing run closes everything, subagents innermost first.
+        let closers = v.closers();
+        let subs: Vec<&str> = closers
+            .iter()
+            .filter_map(|(e, _)| match e {
+                Event::SubagentError {
+                    subagent_run_id, ..
+                } => Some(subagent_run_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(subs, ["s2", "s1"]);
+        let mut w = Verifier::new(true);
+        w.check(&run_started()).unwrap();
+        w.check(&sub_started("s1", None)).unwrap();
+        assert!(w.check(&finished(None)).is_err(), "subagent still active");
+        w.check(&sub_finished("s1")).unwrap();
+        assert!(
+            w.check(&sub_started("s1", None)).is_err(),
+            "ids are per invocation"
+        );
+        assert!(
+            w.check_as(&text_start("z"), Some("s1")).is_err(),
+            "finished"
+        );
+        w.check(&finished(None)).unwrap();
+        let mut old = Verifier::new(false);
+        old.check(&run_started()).unwrap();
+        assert!(old.check_as(&text_start("m"), Some("s1")).is_err());
     }
 }

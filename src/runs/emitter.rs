@@ -3,6 +3,7 @@
 //! the HTTP body. A slow client therefore slows the run instead of growing memory. Every frame
 //! passes the redactor ([`crate::redact`]) before it is sent or logged for replay.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -11,8 +12,9 @@ use tokio::sync::mpsc;
 
 use crate::protocol::encode::{event_json, now_ms, sse_frame};
 use crate::protocol::events::{Envelope, Event, Outcome, TokenUsage, ToolResultContent};
-use crate::protocol::verify::{Verifier, Violation};
+use crate::protocol::verify::{Owner, Verifier, Violation};
 use crate::runs::eventlog::EventLog;
+use crate::runs::nested::{SideEvent, SideTx, Subagent, lift};
 use crate::runs::transcript::Transcript;
 
 /// Why an event could not be sent.
@@ -27,10 +29,19 @@ pub enum EmitError {
     Violation(#[from] Violation),
 }
 
+/// Where an emitter's events go.
+#[derive(Debug)]
+enum Outlet {
+    /// Framed, to the client's response body.
+    Client(mpsc::Sender<Bytes>),
+    /// To the run that spawned this one, as its subagent `sub`.
+    Parent { tx: SideTx, sub: Arc<Subagent> },
+}
+
 /// Sends one run's events.
 #[derive(Debug)]
 pub struct Emitter {
-    tx: mpsc::Sender<Bytes>,
+    outlet: Outlet,
     verifier: Verifier,
     v1: bool,
     /// The messages the sent events create, for the thread store.
@@ -55,6 +66,12 @@ pub struct Emitter {
     /// keeps its connection alive but stops reading (an HTTP/2 stream whose window it never
     /// opens) must not hold the run and its upstream call.
     stall: Option<std::time::Duration>,
+    /// Subagents folded into their tool results for a client older than 1.0 (their events
+    /// are not sent).
+    folded: HashSet<String>,
+    /// Tool-call ids of nested runs renamed because this run already used them, by the
+    /// nested run (its subagent id) and its id.
+    renamed: HashMap<(String, String), String>,
 }
 
 /// A cause of cancellation and what the run's `RUN_ERROR` says when it is the cause.
@@ -68,8 +85,18 @@ struct CancelReason {
 impl Emitter {
     /// An emitter for a client that does (`v1`) or does not speak AG-UI 1.0.
     pub fn new(tx: mpsc::Sender<Bytes>, v1: bool) -> Self {
+        Self::with_outlet(Outlet::Client(tx), v1)
+    }
+
+    /// An emitter for a run nested in another as subagent `sub`: its events go up `tx` to the
+    /// spawning run, which streams them as the subagent's.
+    pub fn nested(tx: SideTx, sub: Arc<Subagent>) -> Self {
+        Self::with_outlet(Outlet::Parent { tx, sub }, true)
+    }
+
+    fn with_outlet(outlet: Outlet, v1: bool) -> Self {
         Self {
-            tx,
+            outlet,
             verifier: Verifier::new(v1),
             v1,
             transcript: Transcript::default(),
@@ -81,6 +108,8 @@ impl Emitter {
             cancel_reasons: Vec::new(),
             error_code: None,
             stall: None,
+            folded: HashSet::new(),
+            renamed: HashMap::new(),
         }
     }
 
@@ -145,16 +174,115 @@ impl Emitter {
         self.verifier.is_closed()
     }
 
-    /// Adapts, verifies and sends one event.
+    /// Adapts, verifies and sends one event of the run's own agent.
     pub async fn emit(&mut self, event: Event) -> Result<(), EmitError> {
-        let Some(event) = self.adapt(event) else {
+        self.emit_as(event, None).await
+    }
+
+    /// Adapts, verifies and sends one event attributed to subagent `by`.
+    async fn emit_as(&mut self, event: Event, by: Owner) -> Result<(), EmitError> {
+        let Some((event, by)) = self.adapt(event, by) else {
             return Ok(());
         };
-        if let Err(v) = self.verifier.check(&event) {
+        if let Err(v) = self.verifier.check_as(&event, by.as_deref()) {
             tracing::error!(violation = %v, "refusing to send an invalid AG-UI event (gateway bug)");
             return Err(v.into());
         }
-        self.send(event).await
+        self.send(event, by).await
+    }
+
+    /// Streams one event of a nested run (see [`crate::runs::nested`]) as its subagent's.
+    pub async fn relay(
+        &mut self,
+        sub: &Subagent,
+        event: Event,
+        by: Owner,
+    ) -> Result<(), EmitError> {
+        let Some((event, by)) = lift(sub, event, by) else {
+            return Ok(());
+        };
+        let event = self.unique_call_ids(&sub.id, event);
+        self.emit_as(event, by).await
+    }
+
+    /// Handles one event a tool or nested run sent into this run.
+    pub async fn side(&mut self, event: SideEvent) -> Result<(), EmitError> {
+        match event {
+            SideEvent::Nested { sub, event, by } => self.relay(&sub, event, by).await,
+            SideEvent::Emit(event) => self.emit(event).await,
+        }
+    }
+
+    /// Gives a nested run's tool call a fresh id when this run already used its id (a
+    /// provider numbering calls `call_0`, `call_1` in every run would otherwise clash).
+    fn unique_call_ids(&mut self, from: &str, event: Event) -> Event {
+        let rename = |renamed: &HashMap<(String, String), String>, id: String| {
+            if renamed.is_empty() {
+                return id;
+            }
+            match renamed.get(&(from.to_string(), id.clone())) {
+                Some(n) => n.clone(),
+                None => id,
+            }
+        };
+        match event {
+            Event::ToolCallStart {
+                tool_call_id,
+                tool_call_name,
+                parent_message_id,
+            } => {
+                let id = if self.verifier.is_used(&tool_call_id) {
+                    let fresh = crate::protocol::new_id("call");
+                    self.renamed
+                        .insert((from.to_string(), tool_call_id), fresh.clone());
+                    fresh
+                } else {
+                    tool_call_id
+                };
+                Event::ToolCallStart {
+                    tool_call_id: id,
+                    tool_call_name,
+                    parent_message_id,
+                }
+            }
+            Event::ToolCallArgs {
+                tool_call_id,
+                delta,
+            } => Event::ToolCallArgs {
+                tool_call_id: rename(&self.renamed, tool_call_id),
+                delta,
+            },
+            Event::ToolCallEnd { tool_call_id } => Event::ToolCallEnd {
+                tool_call_id: rename(&self.renamed, tool_call_id),
+            },
+            Event::ToolCallResult {
+                message_id,
+                tool_call_id,
+                content,
+                role,
+            } => Event::ToolCallResult {
+                message_id,
+                tool_call_id: rename(&self.renamed, tool_call_id),
+                content,
+                role,
+            },
+            Event::SubagentStarted {
+                subagent_run_id,
+                name,
+                description,
+                parent_subagent_run_id,
+                parent_tool_call_id,
+                parent_message_id,
+            } => Event::SubagentStarted {
+                subagent_run_id,
+                name,
+                description,
+                parent_subagent_run_id,
+                parent_tool_call_id: parent_tool_call_id.map(|c| rename(&self.renamed, c)),
+                parent_message_id,
+            },
+            other => other,
+        }
     }
 
     /// Ends the run with `RUN_ERROR` after closing whatever is open. Never fails: a gone
@@ -186,9 +314,13 @@ impl Emitter {
             None => (code, message.into()),
         };
         if self.verifier.is_running() {
-            for e in self.verifier.closers() {
+            for (e, by) in self.verifier.closers() {
                 self.verifier.force(&e);
-                if self.send(e).await.is_err() {
+                // A client older than 1.0 never saw the subagents (nor their events).
+                let Some((e, by)) = self.adapt(e, by) else {
+                    continue;
+                };
+                if self.send(e, by).await.is_err() {
                     return;
                 }
             }
@@ -201,7 +333,7 @@ impl Emitter {
             usage,
         };
         self.verifier.force(&e);
-        let _ = self.send(e).await;
+        let _ = self.send(e, None).await;
     }
 
     /// The messages this run's events have created so far.
@@ -209,14 +341,23 @@ impl Emitter {
         &self.transcript
     }
 
-    async fn send(&mut self, event: Event) -> Result<(), EmitError> {
-        self.transcript.apply(&event);
+    async fn send(&mut self, event: Event, by: Owner) -> Result<(), EmitError> {
+        self.transcript.apply_as(&event, by.as_deref());
+        if let Outlet::Parent { tx, sub } = &self.outlet {
+            let up = SideEvent::Nested {
+                sub: Arc::clone(sub),
+                event,
+                by,
+            };
+            return tx.send(up).await.map_err(|_| EmitError::Disconnected);
+        }
         self.seq += 1;
         let terminal = matches!(event, Event::RunFinished { .. } | Event::RunError { .. });
         // One scan of the encoded event for known secrets (an upstream quoting the key in an
         // error, a tool echoing its token), before the client or the replay log sees it.
         let json = crate::redact::redact_json_text(event_json(&Envelope {
             event,
+            subagent: by,
             timestamp: Some(now_ms()),
         }));
         let frame = sse_frame(self.seq, &json);
@@ -242,15 +383,18 @@ impl Emitter {
     /// Queues a frame for the client; false when the client is gone or stopped reading. The
     /// common case, room in the channel, takes no timer.
     async fn deliver(&mut self, frame: Bytes) -> bool {
-        let frame = match self.tx.try_send(frame) {
+        let Outlet::Client(tx) = &self.outlet else {
+            return false;
+        };
+        let frame = match tx.try_send(frame) {
             Ok(()) => return true,
             Err(mpsc::error::TrySendError::Closed(_)) => return false,
             Err(mpsc::error::TrySendError::Full(frame)) => frame,
         };
         let Some(stall) = self.stall else {
-            return self.tx.send(frame).await.is_ok();
+            return tx.send(frame).await.is_ok();
         };
-        match tokio::time::timeout(stall, self.tx.send(frame)).await {
+        match tokio::time::timeout(stall, tx.send(frame)).await {
             Ok(sent) => sent.is_ok(),
             Err(_) => {
                 tracing::info!(
@@ -262,15 +406,32 @@ impl Emitter {
         }
     }
 
-    /// Rewrites or drops 1.0-only shapes for older clients.
-    fn adapt(&self, event: Event) -> Option<Event> {
+    /// Rewrites or drops 1.0-only shapes for older clients. Subagents an agent tool started
+    /// are folded into the tool's result (their events are dropped); the others (a
+    /// plan-execute-reflect executor, one step at a time) stream as the run's own.
+    fn adapt(&mut self, event: Event, by: Owner) -> Option<(Event, Owner)> {
         if self.v1 {
-            return Some(event);
+            return Some((event, by));
         }
-        match event {
-            Event::SubagentStarted { .. }
-            | Event::SubagentFinished { .. }
-            | Event::SubagentError { .. } => None,
+        if by.as_ref().is_some_and(|s| self.folded.contains(s)) {
+            return None;
+        }
+        let event = match event {
+            Event::SubagentStarted {
+                subagent_run_id,
+                parent_subagent_run_id,
+                parent_tool_call_id,
+                ..
+            } => {
+                let in_folded = parent_subagent_run_id
+                    .as_ref()
+                    .is_some_and(|p| self.folded.contains(p));
+                if parent_tool_call_id.is_some() || in_folded {
+                    self.folded.insert(subagent_run_id);
+                }
+                return None;
+            }
+            Event::SubagentFinished { .. } | Event::SubagentError { .. } => return None,
             Event::ToolCallResult {
                 message_id,
                 tool_call_id,
@@ -285,12 +446,12 @@ impl Emitter {
                     })
                     .collect::<Vec<_>>()
                     .join("\n");
-                Some(Event::ToolCallResult {
+                Event::ToolCallResult {
                     message_id,
                     tool_call_id,
                     content: ToolResultContent::Text(text),
                     role,
-                })
+                }
             }
             Event::RunFinished {
                 thread_id,
@@ -303,16 +464,17 @@ impl Emitter {
                     Some(Outcome::Success { .. }) | Some(Outcome::Cancelled) | None => None,
                     interrupt => interrupt,
                 };
-                Some(Event::RunFinished {
+                Event::RunFinished {
                     thread_id,
                     run_id,
                     result,
                     outcome,
                     usage,
-                })
+                }
             }
-            other => Some(other),
-        }
+            other => other,
+        };
+        Some((event, None))
     }
 }
 

@@ -3,6 +3,7 @@
 pub mod emitter;
 pub mod eventlog;
 pub mod limits;
+pub mod nested;
 pub mod transcript;
 
 use std::sync::Arc;

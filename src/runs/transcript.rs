@@ -13,6 +13,8 @@ pub struct Transcript {
     messages: Vec<Map<String, Value>>,
     /// Messages finished (END seen, or not streamed): the ones safe to store after a failure.
     complete: Vec<bool>,
+    /// The subagent the event being applied belongs to: the messages it creates say so.
+    by: Option<String>,
 }
 
 /// Appends to a string field in place: deltas arrive per token, so nothing that came before
@@ -35,7 +37,10 @@ impl Transcript {
     }
 
     fn push(&mut self, m: Value, complete: bool) -> usize {
-        if let Value::Object(o) = m {
+        if let Value::Object(mut o) = m {
+            if let Some(by) = &self.by {
+                o.insert("subagentRunId".into(), Value::String(by.clone()));
+            }
             self.messages.push(o);
             self.complete.push(complete);
         }
@@ -52,8 +57,16 @@ impl Transcript {
         })
     }
 
-    /// Applies one outgoing event.
+    /// Applies one outgoing event of the run's own agent.
     pub fn apply(&mut self, event: &Event) {
+        self.apply_as(event, None);
+    }
+
+    /// Applies one outgoing event attributed to subagent `by` (`None`: the run's own agent).
+    pub fn apply_as(&mut self, event: &Event, by: Option<&str>) {
+        if self.by.as_deref() != by {
+            self.by = by.map(str::to_string);
+        }
         match event {
             Event::TextMessageStart {
                 message_id, role, ..
@@ -177,6 +190,39 @@ impl Transcript {
                     None => {}
                 }
             }
+            Event::ActivitySnapshot {
+                message_id,
+                activity_type,
+                content,
+                replace,
+            } => match self.find(message_id) {
+                None => {
+                    self.push(
+                        json!({"id": message_id, "role": "activity", "activityType": activity_type, "content": content}),
+                        true,
+                    );
+                }
+                Some(i) if *replace != Some(false) => {
+                    let m = &mut self.messages[i];
+                    m.insert("activityType".into(), json!(activity_type));
+                    m.insert("content".into(), content.clone());
+                }
+                Some(_) => {}
+            },
+            Event::ActivityDelta {
+                message_id, patch, ..
+            } => {
+                if let Some(i) = self.find(message_id)
+                    && let Some(content) = self.messages[i].get_mut("content")
+                {
+                    match crate::tools::builtin::apply_ops(content, patch) {
+                        Ok(next) => *content = next,
+                        Err(e) => {
+                            tracing::warn!(activity = %message_id, error = %e, "activity patch did not apply")
+                        }
+                    }
+                }
+            }
             _ => {}
         }
     }
@@ -184,6 +230,20 @@ impl Transcript {
     /// Every message, complete or not.
     pub fn messages(&self) -> Vec<Value> {
         self.messages.iter().cloned().map(Value::Object).collect()
+    }
+
+    /// The messages of the run's own agent: not its subagents', not activities (what a
+    /// synchronous answer and a nesting run read the answer from).
+    pub fn own_messages(&self) -> Vec<Value> {
+        self.messages
+            .iter()
+            .filter(|m| {
+                !m.contains_key("subagentRunId")
+                    && m.get("role").and_then(Value::as_str) != Some("activity")
+            })
+            .cloned()
+            .map(Value::Object)
+            .collect()
     }
 
     /// The messages that completed (what survives a failed run).

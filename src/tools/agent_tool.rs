@@ -13,6 +13,8 @@ use super::{Tool, ToolContext, ToolOutput};
 use crate::agent::registry::Agents;
 use crate::connector::{Invalid, invalid};
 use crate::conversation::ToolSpec;
+use crate::runs::Emitter;
+use crate::runs::nested::Subagent;
 
 /// How deep agents may call agents (an agent reaching itself stops here at the latest).
 pub const MAX_DEPTH: u32 = 5;
@@ -98,30 +100,41 @@ impl AgentTool {
             Ok(i) => i,
             Err(e) => return ToolOutput::error(format!("{}: {}", e.field, e.message)),
         };
-        // The inner run's events are not the caller's; only its answer is.
-        let (tx, mut rx) = mpsc::channel(64);
         let cancel = ctx.cancel.child_token();
-        let inner = DEPTH.scope(depth + 1, async {
-            let mut emitter = crate::runs::Emitter::new(tx, true);
-            crate::agent::drive(&agent, &input, &mut emitter, cancel, None).await
-        });
-        let drain = async { while rx.recv().await.is_some() {} };
-        let (report, ()) = tokio::join!(inner, drain);
+        let report = match ctx.side {
+            // Streamed as a subagent of the calling run.
+            Some(side) => {
+                let sub = Subagent {
+                    description: Some(agent.description.clone()).filter(|d| !d.is_empty()),
+                    parent_tool_call_id: Some(ctx.tool_call_id.clone()),
+                    ..Subagent::new(agent.name.clone())
+                };
+                let mut emitter = Emitter::nested(side, Arc::new(sub));
+                DEPTH
+                    .scope(
+                        depth + 1,
+                        crate::agent::drive(&agent, &input, &mut emitter, cancel, None),
+                    )
+                    .await
+            }
+            // Nowhere to stream: only the answer counts.
+            None => {
+                let (tx, mut rx) = mpsc::channel(64);
+                let inner = DEPTH.scope(depth + 1, async {
+                    let mut emitter = Emitter::new(tx, true);
+                    crate::agent::drive(&agent, &input, &mut emitter, cancel, None).await
+                });
+                let drain = async { while rx.recv().await.is_some() {} };
+                tokio::join!(inner, drain).0
+            }
+        };
         if let Some((code, message)) = report.error {
             return ToolOutput::error(format!(
                 "agent {:?} failed ({code}): {message}",
                 self.agent_id
             ));
         }
-        let answer = report
-            .messages
-            .iter()
-            .rev()
-            .find(|m| {
-                m["role"] == "assistant" && m["content"].as_str().is_some_and(|c| !c.is_empty())
-            })
-            .and_then(|m| m["content"].as_str())
-            .unwrap_or_default();
+        let answer = crate::runs::nested::answer(&report.messages);
         ToolOutput::ok(answer)
     }
 }
@@ -217,6 +230,7 @@ mod tests {
             tool_call_id: "c".into(),
             cancel: tokio_util::sync::CancellationToken::new(),
             state: Arc::new(Value::Null),
+            side: None,
         };
         let out = DEPTH
             .scope(MAX_DEPTH, tool.call(json!({"question": "q"}), ctx.clone()))

@@ -358,6 +358,7 @@ mod state_tests {
             tool_call_id: "c".into(),
             cancel: tokio_util::sync::CancellationToken::new(),
             state: Arc::new(state),
+            side: None,
         }
     }
 

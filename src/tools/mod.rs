@@ -78,6 +78,9 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// The run's shared state when the call started (`Null` when there is none).
     pub state: Arc<Value>,
+    /// Where the call may send events while it works (a nested agent's, progress), when the
+    /// run streams them.
+    pub side: Option<crate::runs::nested::SideTx>,
 }
 
 /// A backend tool the gateway runs in-process.
@@ -478,6 +481,7 @@ mod tests {
             tool_call_id: "c".into(),
             cancel: CancellationToken::new(),
             state: Default::default(),
+            side: None,
         }
     }
 

@@ -244,7 +244,7 @@ async fn verify_sse(
             verifier.know_tool_calls([id.to_string()]);
         }
         verifier
-            .check(&env.event)
+            .check_as(&env.event, env.subagent.as_deref())
             .unwrap_or_else(|e| panic!("invalid stream: {e}\n{out:#?}"));
         out.push(value);
     }

@@ -135,6 +135,7 @@ mod tests {
             tool_call_id: "c".into(),
             cancel: CancellationToken::new(),
             state: Default::default(),
+            side: None,
         }
     }
 
