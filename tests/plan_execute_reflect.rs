@@ -233,6 +233,43 @@ async fn streams_each_step_with_its_tool_calls_and_the_answer_last() {
     assert_eq!(last_text, FINAL);
     assert_eq!(of_type(&events, "RUN_STARTED").len(), 1);
     assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED");
+    // Each step's executor run is a subagent; the tool call is its own.
+    let subs = of_type(&events, "SUBAGENT_STARTED");
+    assert_eq!(subs.len(), 2, "{events:#?}");
+    assert_eq!(subs[0]["name"], "executor");
+    assert_eq!(subs[0]["description"], STEP_1);
+    assert_eq!(subs[1]["description"], STEP_2);
+    assert_eq!(events[call]["subagentRunId"], subs[0]["subagentRunId"]);
+    assert_eq!(of_type(&events, "SUBAGENT_FINISHED").len(), 2);
+    // The plan as an activity: one snapshot, then each step's status as it starts and ends.
+    let snapshots = of_type(&events, "ACTIVITY_SNAPSHOT");
+    assert_eq!(snapshots.len(), 1, "{snapshots:#?}");
+    assert_eq!(snapshots[0]["activityType"], "plan");
+    assert_eq!(
+        snapshots[0]["content"],
+        json!({"steps": [{"description": STEP_1, "status": "pending"},
+                         {"description": STEP_2, "status": "pending"}]})
+    );
+    let deltas: Vec<Value> = of_type(&events, "ACTIVITY_DELTA")
+        .iter()
+        .map(|d| {
+            assert_eq!(d["messageId"], snapshots[0]["messageId"]);
+            d["patch"][0].clone()
+        })
+        .collect();
+    let status = |i: usize, s: &str| json!({"op": "replace", "path": format!("/steps/{i}/status"), "value": s});
+    assert_eq!(
+        deltas,
+        [
+            status(0, "in_progress"),
+            status(0, "completed"),
+            status(1, "in_progress"),
+            status(1, "completed")
+        ]
+    );
+    let started = pos(&|e| e["type"] == "STEP_STARTED");
+    let first_delta = pos(&|e| e["type"] == "ACTIVITY_DELTA");
+    assert!(first_delta < started);
 }
 
 #[tokio::test]

@@ -364,6 +364,7 @@ impl Per<'_> {
         let mut prompt = fill(&planner_template, &vars)?;
         let mut completed: Vec<String> = Vec::new();
         let mut executed = 0usize;
+        let mut board = PlanBoard::default();
         let answer = loop {
             let plan = self.plan(&prompt).await?;
             self.emitter
@@ -373,6 +374,9 @@ impl Per<'_> {
                 })
                 .await
                 .map_err(halted)?;
+            if let Some(snapshot) = board.revise(&plan.steps) {
+                self.emitter.emit(snapshot).await.map_err(halted)?;
+            }
             if !plan.result.is_empty() {
                 break plan.result;
             }
@@ -381,7 +385,15 @@ impl Per<'_> {
                 break self.max_steps_answer(&completed);
             }
             let step = plan.steps[0].clone();
+            self.emitter
+                .emit(board.mark(IN_PROGRESS))
+                .await
+                .map_err(halted)?;
             let result = self.execute(&step).await?;
+            self.emitter
+                .emit(board.mark(COMPLETED))
+                .await
+                .map_err(halted)?;
             executed += 1;
             completed.push(format!("\nStep {executed}: {step}\n"));
             completed.push(format!("\nStep {executed} Result: {result}\n"));
@@ -415,14 +427,13 @@ impl Per<'_> {
         ] {
             self.emitter.emit(event).await.map_err(halted)?;
         }
-        // The outer thread keeps the question (saved by `prepare`) and the final answer; the
-        // steps live in the executor's memory. Stored before RUN_FINISHED.
+        // The outer thread keeps the question (saved by `prepare`), the plan as it ended and
+        // the final answer; the steps live in the executor's memory. Stored before
+        // RUN_FINISHED.
         if let Some(ts) = &thread_store {
-            ts.save(vec![
-                json!({ "id": id, "role": "assistant", "content": answer }),
-            ])
-            .await
-            .map_err(unavailable)?;
+            let mut keep = board.message();
+            keep.extend([json!({ "id": id, "role": "assistant", "content": answer })]);
+            ts.save(keep).await.map_err(unavailable)?;
         }
         if !self.usage.is_empty() {
             self.emitter
@@ -618,6 +629,83 @@ impl Per<'_> {
             .await
             .map_err(halted)?;
         Ok(result)
+    }
+}
+
+const PENDING: &str = "pending";
+const IN_PROGRESS: &str = "in_progress";
+const COMPLETED: &str = "completed";
+
+/// The plan as a UI draws it: one `plan` activity whose content is
+/// `{steps: [{description, status}]}`, the steps done so far followed by the planner's latest
+/// remaining ones. A revision by the planner is a snapshot; a step starting or ending is a
+/// delta on its status.
+#[derive(Debug, Default)]
+struct PlanBoard {
+    id: Option<String>,
+    steps: Vec<(String, &'static str)>,
+    /// How many steps are done (they stay as they were whatever the planner says next).
+    done: usize,
+}
+
+impl PlanBoard {
+    /// The planner's latest remaining steps; a snapshot when the plan changed.
+    fn revise(&mut self, remaining: &[String]) -> Option<Event> {
+        let next: Vec<(String, &'static str)> = self.steps[..self.done]
+            .iter()
+            .cloned()
+            .chain(remaining.iter().map(|s| (s.clone(), PENDING)))
+            .collect();
+        if self.id.is_some() && next == self.steps {
+            return None;
+        }
+        if self.id.is_none() && remaining.is_empty() {
+            // Answered at once: there was never a plan to show.
+            return None;
+        }
+        self.steps = next;
+        let id = self.id.get_or_insert_with(|| new_id("plan")).clone();
+        Some(Event::ActivitySnapshot {
+            message_id: id,
+            activity_type: "plan".into(),
+            content: self.content(),
+            replace: Some(true),
+        })
+    }
+
+    /// Sets the status of the step under way (the first not done); `completed` moves on.
+    fn mark(&mut self, status: &'static str) -> Event {
+        let i = self.done;
+        if let Some(step) = self.steps.get_mut(i) {
+            step.1 = status;
+        }
+        if status == COMPLETED {
+            self.done += 1;
+        }
+        Event::ActivityDelta {
+            message_id: self.id.clone().unwrap_or_default(),
+            activity_type: "plan".into(),
+            patch: vec![
+                json!({"op": "replace", "path": format!("/steps/{i}/status"), "value": status}),
+            ],
+        }
+    }
+
+    fn content(&self) -> Value {
+        let steps: Vec<Value> = self
+            .steps
+            .iter()
+            .map(|(d, s)| json!({"description": d, "status": s}))
+            .collect();
+        json!({ "steps": steps })
+    }
+
+    /// The plan as a stored `activity` message (none when there never was one).
+    fn message(&self) -> Vec<Value> {
+        self.id
+            .iter()
+            .map(|id| json!({"id": id, "role": "activity", "activityType": "plan", "content": self.content()}))
+            .collect()
     }
 }
 

@@ -432,6 +432,11 @@ impl Emitter {
                 return None;
             }
             Event::SubagentFinished { .. } | Event::SubagentError { .. } => return None,
+            // What subagents said stays out of an older client's conversation.
+            Event::MessagesSnapshot { mut messages } => {
+                messages.retain(|m| m.get("subagentRunId").is_none());
+                Event::MessagesSnapshot { messages }
+            }
             Event::ToolCallResult {
                 message_id,
                 tool_call_id,
