@@ -700,6 +700,52 @@ const SCENARIOS = [
       const last = messages[messages.length - 1];
       check(last?.role === 'assistant' && last.content === 'The answer is 42.', `last message ${JSON.stringify(last)}`);
       check(messages.some((m) => m.role === 'tool' && String(m.content).includes('42')), 'no tool message with the result');
+      // The plan as an activity, its one step completed by the end.
+      const plan = messages.find((m) => m.role === 'activity' && m.activityType === 'plan');
+      check(plan?.content?.steps?.length === 1 && plan.content.steps[0].status === 'completed', `plan activity ${JSON.stringify(plan)}`);
+      if (client.modern) {
+        const subs = eventsOfType(run, 'SUBAGENT_STARTED');
+        check(subs.length === 1 && subs[0].name === 'executor', `SUBAGENT_STARTED ${JSON.stringify(subs)}`);
+        check(evs[iCall].subagentRunId === subs[0].subagentRunId, 'the step\'s calculator call is not attributed to the executor');
+      }
+    },
+  },
+  {
+    // The demo agent hands the question to its research assistant (an agent tool): a 1.0
+    // client sees the inner run as an attributed subagent with its own reasoning and tool
+    // call; 0.0.58 gets it folded into the tool result.
+    name: 'delegate',
+    demoOnly: true,
+    async run(client, ctx) {
+      const agent = ctx.agent([userMessage('delegate 17*23')]);
+      const run = await doRun(agent, ctx.trace, { tools: [] }, 'run 1');
+      const messages = (ctx.trace.messages = agent.messages);
+      assertRunClean(run);
+      assertOutcome(client, run);
+      const results = eventsOfType(run, 'TOOL_CALL_RESULT');
+      const outer = results.find((e) => e.subagentRunId === undefined);
+      check(outer && String(outer.content).includes('391'), `outer TOOL_CALL_RESULT ${JSON.stringify(outer)}`);
+      const last = messages[messages.length - 1];
+      check(last?.role === 'assistant' && String(last.content).includes('391') && last.subagentRunId === undefined, `last message ${JSON.stringify(last)}`);
+      const subs = eventsOfType(run, 'SUBAGENT_STARTED');
+      if (!client.modern) {
+        check(subs.length === 0, '0.0.58 got SUBAGENT_STARTED');
+        check(run.events.every((e) => e.subagentRunId === undefined), '0.0.58 got attributed events');
+        check(eventsOfType(run, 'TOOL_CALL_START').length === 1, 'the inner tool call reached 0.0.58');
+        return;
+      }
+      check(subs.length === 1 && subs[0].name === 'Research assistant', `SUBAGENT_STARTED ${JSON.stringify(subs)}`);
+      const sid = subs[0].subagentRunId;
+      const outerCall = eventsOfType(run, 'TOOL_CALL_START').find((e) => e.toolCallName === 'ask_researcher');
+      check(subs[0].parentToolCallId === outerCall?.toolCallId, 'parentToolCallId does not name the ask_researcher call');
+      const inner = eventsOfType(run, 'TOOL_CALL_START').find((e) => e.toolCallName === 'calculator');
+      check(inner?.subagentRunId === sid, `calculator call not attributed: ${JSON.stringify(inner)}`);
+      check(eventsOfType(run, 'REASONING_MESSAGE_START').every((e) => e.subagentRunId === sid), 'reasoning not attributed to the subagent');
+      const finished = eventsOfType(run, 'SUBAGENT_FINISHED');
+      check(finished.length === 1 && finished[0].subagentRunId === sid, `SUBAGENT_FINISHED ${JSON.stringify(finished)}`);
+      check(run.events.indexOf(finished[0]) < run.events.indexOf(outer), 'SUBAGENT_FINISHED after the outer result');
+      const innerText = messages.find((m) => m.role === 'assistant' && m.subagentRunId === sid && String(m.content).includes('391'));
+      check(innerText, 'agent.messages lacks the subagent\'s attributed answer');
     },
   },
   {
@@ -1040,6 +1086,7 @@ async function main() {
       for (const scenario of SCENARIOS) {
         if (scenario.versions && !scenario.versions.includes(client.version)) continue;
         if (!!scenario.per !== per) continue;
+        if (scenario.demoOnly && !path.includes('/demo/')) continue;
         const trace = { url, runs: [], http: [], messages: undefined };
         const ctx = {
           trace,

@@ -82,7 +82,7 @@ async fn real_ag_ui_clients_accept_the_gateway_streams() {
         out.status.success(),
         "conformance failed:\n{stdout}\n{stderr}"
     );
-    assert!(stdout.contains("43 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("47 passed, 0 failed"), "{stdout}");
 }
 
 /// The planner answers one calculator step, then (seeing it completed) the result; the

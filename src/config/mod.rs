@@ -681,6 +681,8 @@ impl Config {
         };
         let mut agents = Vec::new();
         let mut ids = std::collections::HashSet::new();
+        let all_ids: std::collections::HashSet<String> =
+            raw.agents.iter().map(|a| a.id.clone()).collect();
         for (i, a) in raw.agents.into_iter().enumerate() {
             let key = |k: &str| format!("agents[{i}].{k}");
             if !valid_name(&a.id) {
@@ -705,6 +707,14 @@ impl Config {
             for (j, t) in a.tools.into_iter().enumerate() {
                 let tkey = |k: &str| key(&format!("tools[{j}].{k}"));
                 let tool = resolve_tool(t, env, dir).map_err(|(k, p)| err(tkey(&k), p))?;
+                if let ToolKind::Agent { agent_id, .. } = &tool.kind
+                    && !all_ids.contains(agent_id)
+                {
+                    return Err(err(
+                        tkey("agent_id"),
+                        format!("no agent {agent_id:?} in this file"),
+                    ));
+                }
                 if let Some(name) = tool.name()
                     && tools.iter().any(|x| x.name() == Some(name))
                 {
@@ -944,6 +954,19 @@ parameters = { type = "object", properties = { city = { type = "string" } }, req
         assert!(e.problem.contains("sytem_prompt"), "{e}");
         let e = parse("listen = [").unwrap_err();
         assert!(e.problem.starts_with("invalid TOML"));
+    }
+
+    #[test]
+    fn an_agent_tool_names_an_agent_of_the_file() {
+        let two = "[[agents]]\nid = \"a\"\n[agents.model]\nprovider = \"scripted\"\n\
+            [[agents.tools]]\ntype = \"agent\"\nname = \"ask_b\"\nagent_id = \"b\"\n\
+            [[agents]]\nid = \"b\"\n[agents.model]\nprovider = \"scripted\"\n";
+        let c = parse(two).unwrap();
+        assert!(matches!(&c.agents[0].tools[0].kind,
+            ToolKind::Agent { spec, agent_id } if spec.name == "ask_b" && agent_id == "b"));
+        let e = parse(&two.replace("agent_id = \"b\"", "agent_id = \"zz\"")).unwrap_err();
+        assert_eq!(e.key, "agents[0].tools[0].agent_id");
+        assert!(e.problem.contains("zz"), "{e}");
     }
 
     #[test]

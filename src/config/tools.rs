@@ -25,6 +25,17 @@ struct HttpFile {
     parameters: Option<Value>,
 }
 
+/// `type = "agent"`: another agent of the gateway as a tool (what ml-commons calls
+/// `AgentTool`); its runs stream as subagents.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AgentFile {
+    name: String,
+    #[serde(default)]
+    description: Option<String>,
+    agent_id: String,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BuiltinFile {
@@ -184,7 +195,7 @@ pub(super) fn resolve_tool(
         None => {
             return Err((
                 "type".into(),
-                "missing; one of http, builtin, mcp, openapi, search".into(),
+                "missing; one of http, builtin, agent, mcp, openapi, search".into(),
             ));
         }
     };
@@ -255,6 +266,32 @@ pub(super) fn resolve_tool(
                 ToolKind::Builtin { name, kind }
             }
         }
+        "agent" => {
+            let AgentFile {
+                name,
+                description,
+                agent_id,
+            } = from_table(t)?;
+            if !valid_name(&name) {
+                return Err((
+                    "name".into(),
+                    format!("{name:?} must be 1-64 letters, digits, '-' or '_'"),
+                ));
+            }
+            if agent_id.is_empty() || agent_id.contains('\0') {
+                return Err(("agent_id".into(), "must name an agent".into()));
+            }
+            ToolKind::Agent {
+                spec: crate::conversation::ToolSpec {
+                    description: description
+                        .unwrap_or_else(|| format!("Ask the {agent_id} agent a question")),
+                    name,
+                    input_schema: crate::tools::agent_tool::AgentTool::default_schema(),
+                    strict: None,
+                },
+                agent_id,
+            }
+        }
         "mcp" => ToolKind::Mcp(crate::tools::mcp::parse(t, env, dir)?),
         "openapi" => ToolKind::OpenApi(crate::tools::openapi::parse(t, env, dir)?),
         "search" => ToolKind::Search(crate::tools::search::parse(t, env, dir)?),
@@ -262,7 +299,7 @@ pub(super) fn resolve_tool(
             return Err((
                 "type".into(),
                 format!(
-                    "unknown tool type {other:?}; expected http, builtin, mcp, openapi or search"
+                    "unknown tool type {other:?}; expected http, builtin, agent, mcp, openapi or search"
                 ),
             ));
         }
