@@ -732,18 +732,23 @@ const SCENARIOS = [
         check(subs.length === 0, '0.0.58 got SUBAGENT_STARTED');
         check(run.events.every((e) => e.subagentRunId === undefined), '0.0.58 got attributed events');
         check(eventsOfType(run, 'TOOL_CALL_START').length === 1, 'the inner tool call reached 0.0.58');
+        check(!messages.some((m) => m.role === 'activity'), 'the subagent\'s plan reached 0.0.58');
         return;
       }
-      check(subs.length === 1 && subs[0].name === 'Research assistant', `SUBAGENT_STARTED ${JSON.stringify(subs)}`);
+      check(subs.length === 2 && subs[0].name === 'Research assistant' && subs[1].name === 'executor', `SUBAGENT_STARTED ${JSON.stringify(subs)}`);
       const sid = subs[0].subagentRunId;
+      const eid = subs[1].subagentRunId;
+      check(subs[1].parentSubagentRunId === sid, 'the executor is not nested in the research assistant');
       const outerCall = eventsOfType(run, 'TOOL_CALL_START').find((e) => e.toolCallName === 'ask_researcher');
       check(subs[0].parentToolCallId === outerCall?.toolCallId, 'parentToolCallId does not name the ask_researcher call');
       const inner = eventsOfType(run, 'TOOL_CALL_START').find((e) => e.toolCallName === 'calculator');
-      check(inner?.subagentRunId === sid, `calculator call not attributed: ${JSON.stringify(inner)}`);
-      check(eventsOfType(run, 'REASONING_MESSAGE_START').every((e) => e.subagentRunId === sid), 'reasoning not attributed to the subagent');
+      check(inner?.subagentRunId === eid, `calculator call not attributed to the executor: ${JSON.stringify(inner)}`);
+      check(eventsOfType(run, 'REASONING_MESSAGE_START').every((e) => e.subagentRunId === eid), 'reasoning not attributed to the executor');
       const finished = eventsOfType(run, 'SUBAGENT_FINISHED');
-      check(finished.length === 1 && finished[0].subagentRunId === sid, `SUBAGENT_FINISHED ${JSON.stringify(finished)}`);
-      check(run.events.indexOf(finished[0]) < run.events.indexOf(outer), 'SUBAGENT_FINISHED after the outer result');
+      check(finished.length === 2 && finished[1].subagentRunId === sid, `SUBAGENT_FINISHED ${JSON.stringify(finished)}`);
+      check(run.events.indexOf(finished[1]) < run.events.indexOf(outer), 'SUBAGENT_FINISHED after the outer result');
+      const plan = messages.find((m) => m.role === 'activity' && m.activityType === 'plan');
+      check(plan?.subagentRunId === sid && plan.content.steps[0].status === 'completed', `plan activity ${JSON.stringify(plan)}`);
       const innerText = messages.find((m) => m.role === 'assistant' && m.subagentRunId === sid && String(m.content).includes('391'));
       check(innerText, 'agent.messages lacks the subagent\'s attributed answer');
     },

@@ -10,7 +10,15 @@ use std::path::Path;
 use common::*;
 use serde_json::Value;
 
-const GENERATED_ID_FIELDS: &[&str] = &["messageId", "toolCallId", "parentMessageId", "entityId"];
+const GENERATED_ID_FIELDS: &[&str] = &[
+    "messageId",
+    "toolCallId",
+    "parentMessageId",
+    "entityId",
+    "subagentRunId",
+    "parentSubagentRunId",
+    "parentToolCallId",
+];
 
 /// Replaces every id (top-level and inside snapshots) with `<id-N>` by first appearance.
 fn normalise_deep(events: &[Value]) -> Vec<Value> {
@@ -21,7 +29,13 @@ fn normalise_deep(events: &[Value]) -> Vec<Value> {
                 for (k, x) in o.iter_mut() {
                     let is_id = matches!(
                         k.as_str(),
-                        "id" | "messageId" | "toolCallId" | "parentMessageId" | "entityId"
+                        "id" | "messageId"
+                            | "toolCallId"
+                            | "parentMessageId"
+                            | "entityId"
+                            | "subagentRunId"
+                            | "parentSubagentRunId"
+                            | "parentToolCallId"
                     );
                     match x {
                         Value::String(id) if is_id => *x = Value::String(name(id)),

@@ -167,6 +167,12 @@ struct AgentFile {
     memory: MemoryFile,
     #[serde(default)]
     predict_state: Vec<PredictStateFile>,
+    /// `ag_ui` (the default) or `plan_execute_and_reflect`.
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    /// Parameters every execution starts from (as the agent API's `parameters`).
+    #[serde(default)]
+    parameters: toml::Table,
 }
 
 /// A tool whose streaming arguments the client shows as state (`CUSTOM PredictState`).
@@ -694,6 +700,20 @@ impl Config {
             if !ids.insert(a.id.clone()) {
                 return Err(err(key("id"), format!("duplicate agent id {:?}", a.id)));
             }
+            let kind = match a.kind.as_deref().map(AgentKind::parse) {
+                None => AgentKind::AgUi,
+                Some(Some(k @ (AgentKind::AgUi | AgentKind::PlanExecuteReflect))) => k,
+                Some(_) => {
+                    return Err(err(
+                        key("type"),
+                        "must be \"ag_ui\" or \"plan_execute_and_reflect\" (other types are registered through the agent API)".into(),
+                    ));
+                }
+            };
+            let parameters = match serde_json::to_value(&a.parameters) {
+                Ok(serde_json::Value::Object(m)) => m,
+                _ => return Err(err(key("parameters"), "must be a table".into())),
+            };
             let max_iterations = a.max_iterations.unwrap_or(10);
             if !(1..=100).contains(&max_iterations) {
                 return Err(err(
@@ -771,8 +791,8 @@ impl Config {
                 max_iterations,
                 model,
                 tools,
-                kind: AgentKind::AgUi,
-                parameters: serde_json::Map::new(),
+                kind,
+                parameters,
                 flow: Vec::new(),
                 predict_state: a
                     .predict_state

@@ -16,7 +16,8 @@
 //! `"*"` for any), `after_tool_times` (with `after_tool`: its results since the user's last words
 //! number exactly this; steps a multi-call script), `tool_available` (the request offers this
 //! tool), `user_has_image` (the user's last words came with an image). Placeholders in reply strings:
-//! `{user_text}`, `{last_word}`, `{after:WORD}`, `{tool_result}`, `{tool_name}`.
+//! `{user_text}`, `{last_word}`, `{after:WORD}` (the rest of the text after WORD),
+//! `{line_after:WORD}` (the rest of its line), `{tool_result}`, `{tool_name}`.
 
 use std::time::Duration;
 
@@ -280,6 +281,19 @@ impl When {
     }
 }
 
+/// The user's text after the first `word` (case-insensitive), trimmed; empty when absent.
+fn after(text: &str, word: &str) -> String {
+    let word = word.to_lowercase();
+    // Lowercasing may change byte lengths (non-ASCII text): `get` never slices inside a
+    // character.
+    let rest = text
+        .to_lowercase()
+        .find(&word)
+        .and_then(|i| text.get(i + word.len()..));
+    rest.map(|r| trim_word(r.trim()).to_string())
+        .unwrap_or_default()
+}
+
 fn trim_word(s: &str) -> &str {
     s.trim_matches(|c: char| !c.is_alphanumeric() && c != '*' && c != '/' && c != '(' && c != ')')
 }
@@ -315,19 +329,22 @@ fn fill(template: &str, turn: &Turn<'_>) -> String {
                     .collect::<Vec<_>>()
                     .join(", "),
             ),
-            k if k.starts_with("after:") => {
-                let word = k["after:".len()..].to_lowercase();
-                let lower = turn.user_text.to_lowercase();
-                Some(match lower.find(&word) {
-                    Some(i) => trim_word(turn.user_text[i + word.len()..].trim()).to_string(),
-                    None => String::new(),
-                })
+            k if k.starts_with("after:") => Some(after(&turn.user_text, &k["after:".len()..])),
+            k if k.starts_with("line_after:") => {
+                let rest = after(&turn.user_text, &k["line_after:".len()..]);
+                Some(trim_word(rest.lines().next().unwrap_or_default()).to_string())
             }
             _ => None,
         };
         match value {
             Some(v) => out.push_str(&v),
-            None => out.push_str(&rest[start..start + len + 1]),
+            None => {
+                // Not a placeholder (a JSON object in the reply, say): keep the brace and
+                // look for placeholders inside.
+                out.push('{');
+                rest = &rest[start + 1..];
+                continue;
+            }
         }
         rest = &rest[start + len + 1..];
     }
