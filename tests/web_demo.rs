@@ -106,5 +106,5 @@ async fn every_feature_works_in_headless_chromium() {
         out.status.success(),
         "web demo e2e failed:\n{stdout}\n{stderr}"
     );
-    assert!(stdout.contains("14 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("17 passed, 0 failed"), "{stdout}");
 }
