@@ -1,7 +1,8 @@
 /// Runs are resumable: every event carries a sequence number (SSE `id:`), the frames are kept
 /// after the run, `GET .../runs/{runId}/events` with `Last-Event-ID` replays what was missed and
-/// follows a live run to its end; with `detach_on_disconnect` a run outlives its client; with a
-/// shared PostgreSQL store a second gateway sees the thread busy and can replay the run.
+/// follows a live run to its end; with `detach_on_disconnect` a run outlives its client and
+/// `DELETE .../runs/{runId}` stops it; with a shared PostgreSQL store a second gateway sees the
+/// thread busy and can replay the run.
 mod common;
 
 use std::time::Duration;

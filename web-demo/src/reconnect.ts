@@ -12,15 +12,8 @@ import { EMPTY, Observable, catchError, concat, from } from 'rxjs';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-/** What an event opens and what closes it: [opener, closers, the field naming the thing]. */
-const SPANS: [string, string[], string][] = [
-  [EventType.TEXT_MESSAGE_START, [EventType.TEXT_MESSAGE_END], 'messageId'],
-  [EventType.TOOL_CALL_START, [EventType.TOOL_CALL_END], 'toolCallId'],
-  [EventType.REASONING_START, [EventType.REASONING_END], 'messageId'],
-  [EventType.REASONING_MESSAGE_START, [EventType.REASONING_MESSAGE_END], 'messageId'],
-  [EventType.STEP_STARTED, [EventType.STEP_FINISHED], 'stepName'],
-  [EventType.SUBAGENT_STARTED, [EventType.SUBAGENT_FINISHED, EventType.SUBAGENT_ERROR], 'subagentRunId'],
-];
+/** Events that open or close a span: a text message, tool call, reasoning, step or subagent. */
+const SPAN = /^(TEXT_MESSAGE|TOOL_CALL|REASONING_MESSAGE|REASONING|STEP|SUBAGENT)_(START|STARTED|END|FINISHED|ERROR)$/;
 
 /** Where a page was in a run: enough to re-attach to it after a reload. */
 export interface Checkpoint {
@@ -118,14 +111,16 @@ export class ReconnectingAgent extends HttpAgent {
       this.preamble--;
       return;
     }
+    // The client's own RUN_ERROR when abortRun() cuts the request: not one of the run's events.
+    if (event.type === EventType.RUN_ERROR && (event as Json).code === 'abort') return;
     this.lastEventId++;
     if (event.type === EventType.RUN_FINISHED || event.type === EventType.RUN_ERROR) this.ended = true;
     const e = event as Json;
-    for (const [opener, closers, field] of SPANS) {
-      const key = `${opener}:${e.subagentRunId ?? ''}:${e[field]}`;
-      if (e.type === opener) this.open.set(key, event);
-      else if (closers.includes(e.type)) this.open.delete(key);
-    }
+    const span = SPAN.exec(e.type);
+    if (!span) return;
+    const key = `${span[1]}:${e.subagentRunId ?? ''}:${e.messageId ?? e.toolCallId ?? e.stepName ?? ''}`;
+    if (span[2].startsWith('START')) this.open.set(key, event);
+    else this.open.delete(key);
   }
 }
 
