@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, Method, header};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use tower_http::cors::CorsLayer;
 use tower_http::trace::TraceLayer;
 
@@ -198,6 +198,10 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/agents/{id}/agui/runs/{run_id}/events",
             get(api::agui::run_events),
+        )
+        .route(
+            "/agents/{id}/agui/runs/{run_id}",
+            delete(api::agui::cancel_run),
         )
         .merge(api::search::routes())
         .merge(api::ml::routes())

@@ -1,7 +1,8 @@
 /// Runs are resumable: every event carries a sequence number (SSE `id:`), the frames are kept
 /// after the run, `GET .../runs/{runId}/events` with `Last-Event-ID` replays what was missed and
-/// follows a live run to its end; with `detach_on_disconnect` a run outlives its client; with a
-/// shared PostgreSQL store a second gateway sees the thread busy and can replay the run.
+/// follows a live run to its end; with `detach_on_disconnect` a run outlives its client and
+/// `DELETE .../runs/{runId}` stops it; with a shared PostgreSQL store a second gateway sees the
+/// thread busy and can replay the run.
 mod common;
 
 use std::time::Duration;
@@ -183,4 +184,59 @@ async fn a_detached_run_is_cancelled_after_its_time_limit() {
         (Some("RUN_ERROR"), Some("CANCELLED")),
         "{rest:?}"
     );
+}
+
+async fn stop(gw: &Gateway, agent: &str, run: &str) -> reqwest::StatusCode {
+    reqwest::Client::new()
+        .delete(gw.url(&format!("/agents/{agent}/agui/runs/{run}")))
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+/// What a reconnecting client relies on: a detached run's replay after `Last-Event-ID: k` starts
+/// at `k + 1` with no gap; `DELETE .../runs/{runId}` stops it (the replay ends with `CANCELLED`)
+/// and answers once the thread is free for the next run; a replay after the last id is empty.
+#[tokio::test]
+async fn a_detached_run_is_stopped_by_delete_and_its_thread_is_free_at_once() {
+    let dir = temp_dir("stop");
+    let gw = Gateway::start(&config("detach_on_disconnect = true", "", 100, &dir)).await;
+    let body = json!({"threadId": "rs-4", "runId": "run-rs-4", "messages": [{"id": "u", "role": "user", "content": "go"}]});
+    let first = read_with_ids(gw.post("s", &body).await, Some(3)).await;
+    let k = first.last().unwrap().0;
+    // The client left; a reconnect reads on from k.
+    let mut follow = replay(&gw, "run-rs-4", k)
+        .await
+        .bytes_stream()
+        .eventsource();
+    let next = follow.next().await.unwrap().unwrap();
+    assert_eq!(next.id, (k + 1).to_string());
+    assert_eq!(stop(&gw, "other-agent", "run-rs-4").await, 404);
+    assert_eq!(stop(&gw, "s", "run-rs-4").await, 204);
+    assert!(
+        !gw.state.runs.thread_busy("rs-4"),
+        "answered before the run ended"
+    );
+    let mut ids = vec![k + 1];
+    let mut last = Value::Null;
+    while let Some(Ok(ev)) = follow.next().await {
+        ids.push(ev.id.parse().unwrap());
+        last = serde_json::from_str(&ev.data).unwrap();
+    }
+    assert_eq!(ids, (k + 1..=k + ids.len() as u64).collect::<Vec<_>>());
+    assert_eq!(last["code"], "CANCELLED", "{last}");
+    // Nothing after the last event; the run is over, so nothing to stop.
+    let end = *ids.last().unwrap();
+    assert!(
+        read_with_ids(replay(&gw, "run-rs-4", end).await, None)
+            .await
+            .is_empty()
+    );
+    assert_eq!(stop(&gw, "s", "run-rs-4").await, 404);
+    assert_eq!(stop(&gw, "s", "no-such-run").await, 404);
+    let events = gw
+        .run("s", &json!({"threadId": "rs-4", "runId": "run-rs-4b", "messages": [{"id": "u2", "role": "user", "content": "again"}]}))
+        .await;
+    assert_eq!(events[0]["type"], "RUN_STARTED", "{events:?}");
 }

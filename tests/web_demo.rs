@@ -1,6 +1,7 @@
 /// The web demo at `/` works in a real browser: headless Chromium (Debian's `chromium`, driven
 /// by `playwright-core`) acts as a user for every AG-UI feature the page shows, on the embedded
-/// default demo agent; the committed build matches its sources.
+/// default demo agent (a reload mid-answer included); the committed build matches its sources;
+/// the README's reconnect example works with the real client.
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
@@ -106,5 +107,26 @@ async fn every_feature_works_in_headless_chromium() {
         out.status.success(),
         "web demo e2e failed:\n{stdout}\n{stderr}"
     );
-    assert!(stdout.contains("14 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("17 passed, 0 failed"), "{stdout}");
+}
+
+/// The README's "Reconnect" example, run by Node with the real `@ag-ui/client` as an app would
+/// use it: a run left before, inside and after its answer reads on to its end, exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_reconnect_example_picks_runs_up_where_they_were_left() {
+    require_node_modules();
+    let addr = start_default_gateway().await;
+    let out = tokio::process::Command::new("node")
+        .arg("readme-reconnect.mjs")
+        .arg(format!("http://{addr}"))
+        .current_dir(demo_dir())
+        .output()
+        .await
+        .expect("node must be installed");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("4 passed, 0 failed"),
+        "the README's reconnect example failed:\n{stdout}\n{stderr}"
+    );
 }

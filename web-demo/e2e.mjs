@@ -56,6 +56,33 @@ async function waitForText(page, locator, needle) {
   );
 }
 
+// The demo fixture's slow answer (a reload lands in the middle of it).
+const LONG_ANSWER =
+  'This answer streams slowly on purpose: reload the page while it is being written and it goes on where it was. ' +
+  Array.from({ length: 60 }, (_, i) => `Sentence ${i + 1} of the long answer.`).join(' ');
+
+/** The assistant's last bubble without the streaming cursor. */
+async function answerSoFar(page) {
+  return (await lastAssistantText(page)).replace('▍', '').trim();
+}
+
+async function waitForAnswerLength(page, n) {
+  await page.waitForFunction((n) => (document.querySelector('[data-testid=msg-assistant] .bubble')?.textContent.length ?? 0) > n, n, { timeout: TIMEOUT });
+}
+
+/** Checks the page shows exactly one question and the whole long answer, once. */
+async function checkLongAnswer(page, ctx) {
+  await waitForText(page, '[data-testid=msg-assistant] .bubble', 'Sentence 60 of the long answer.');
+  await idle(page);
+  const answers = await page.getByTestId('msg-assistant').locator('.bubble').allInnerTexts();
+  check(answers.length === 1, `${answers.length} assistant messages`);
+  const text = answers[0].trim();
+  check(text === LONG_ANSWER, `the answer is not the whole answer once:\n${text}`);
+  const users = await page.getByTestId('msg-user').allInnerTexts();
+  check(users.length === 1 && users[0].includes('long answer'), `questions: ${JSON.stringify(users)}`);
+  check(ctx.requests.length === 1, `${ctx.requests.length} runs were started (the page should re-attach, not ask again)`);
+}
+
 const SCENARIOS = [
   {
     name: 'agentic chat: streamed markdown',
@@ -75,7 +102,10 @@ const SCENARIOS = [
     async run(page) {
       await say(page, 'hello');
       await page.waitForFunction(() => document.querySelector('[data-testid=msg-assistant] .bubble')?.textContent.length > 0, null, { timeout: TIMEOUT });
+      // The gateway keeps runs going without their connection (for a reload): Stop cancels it there.
+      const cancelled = page.waitForResponse((r) => r.request().method() === 'DELETE' && r.url().includes('/agui/runs/'), { timeout: TIMEOUT });
       await page.getByTestId('stop').click();
+      check((await cancelled).status() === 204, 'the run was not stopped on the gateway');
       await idle(page);
       await page.getByTestId('notice').waitFor({ timeout: TIMEOUT });
       const text = await lastAssistantText(page);
@@ -262,6 +292,74 @@ const SCENARIOS = [
     },
   },
   {
+    name: 'reconnect: a reload mid-answer re-attaches and the answer goes on',
+    async run(page, ctx) {
+      const replays = [];
+      page.on('request', (r) => {
+        if (r.method() === 'GET' && r.url().includes('/agui/runs/')) replays.push(r.headers()['last-event-id']);
+      });
+      await say(page, 'please give me a long answer');
+      await waitForAnswerLength(page, 200);
+      const before = await answerSoFar(page);
+      check(before.length < LONG_ANSWER.length, 'the answer was complete before the reload');
+      await page.reload();
+      // The page shows what it had at once, then the rest streams in.
+      await waitForAnswerLength(page, 0);
+      const restored = await answerSoFar(page);
+      check(restored.startsWith(before) && restored.length < LONG_ANSWER.length, `after the reload: ${restored.slice(0, 80)}… (${restored.length} chars)`);
+      await page.getByTestId('stop').waitFor({ state: 'visible', timeout: TIMEOUT });
+      await page.screenshot({ path: join(shots, 'reconnect-mid-answer-after-reload.png'), fullPage: true });
+      await checkLongAnswer(page, ctx);
+      check(replays.length === 1 && Number(replays[0]) > 0, `replays asked for (Last-Event-ID): ${JSON.stringify(replays)}`);
+      // The run is over: the next reload restores the thread as usual.
+      await page.reload();
+      await waitForText(page, '[data-testid=msg-assistant] .bubble', 'Sentence 60 of the long answer.');
+      await idle(page);
+      check((await page.getByTestId('msg-assistant').count()) === 1, 'the restored thread shows the answer twice');
+    },
+  },
+  {
+    name: 'reconnect: a run that finished while the page was away replays to its end',
+    async run(page, ctx) {
+      await say(page, 'please give me a long answer');
+      await waitForAnswerLength(page, 100);
+      const runId = await page.evaluate(() => {
+        const key = Object.keys(localStorage).find((k) => k.startsWith('agui-demo-run:'));
+        return key && JSON.parse(localStorage.getItem(key)).runId;
+      });
+      check(runId, 'the page keeps no run checkpoint');
+      await page.goto('about:blank');
+      // Follow the run to its end from here: the replay endpoint ends with the run.
+      const log = await (await fetch(`${base}/agents/demo/agui/runs/${runId}/events`)).text();
+      check(log.includes('"RUN_FINISHED"'), `the run did not finish: ${log.slice(-200)}`);
+      await page.goto(`${base}/`);
+      await checkLongAnswer(page, ctx);
+    },
+  },
+  {
+    name: 'reconnect: a run no longer replayable falls back to the stored thread',
+    // The replay's 404 is the browser's to report.
+    allowConsole: /status of 404/,
+    async run(page, ctx) {
+      await say(page, 'hello');
+      await idle(page);
+      const thread = await page.evaluate(() => Object.entries(localStorage).find(([k]) => k.startsWith('agui-demo-thread:'))[1]);
+      // A checkpoint of a run the gateway does not know (expired, or from another gateway's store).
+      await page.evaluate((thread) => {
+        const messages = [{ id: 'gone-user', role: 'user', content: 'a question from long ago' }];
+        localStorage.setItem(`agui-demo-run:${thread}`, JSON.stringify({ runId: 'gone', lastEventId: 3, open: [], messages, state: {} }));
+      }, thread);
+      await page.reload();
+      await waitForText(page, '[data-testid=msg-assistant] .bubble', 'offline demo assistant');
+      await idle(page);
+      const users = await page.getByTestId('msg-user').allInnerTexts();
+      check(users.length === 1 && users[0].includes('hello'), `shown: ${JSON.stringify(users)}`);
+      check((await page.getByTestId('error').count()) === 0, 'an error is shown');
+      check(await page.evaluate((thread) => localStorage.getItem(`agui-demo-run:${thread}`) === null, thread), 'the dead checkpoint is kept');
+      check(ctx.requests.length === 2 && ctx.requests[1].messages.length === 0, 'the stored thread was not asked for');
+    },
+  },
+  {
     name: 'phone-sized screen',
     viewport: { width: 390, height: 844 },
     async run(page) {
@@ -284,12 +382,16 @@ async function main() {
   });
   let passed = 0;
   let failed = 0;
+  // AGUI_E2E_ONLY=<regex> runs the scenarios whose names match (while working on one).
+  const only = process.env.AGUI_E2E_ONLY ? new RegExp(process.env.AGUI_E2E_ONLY, 'i') : undefined;
   for (const [i, s] of SCENARIOS.entries()) {
+    if (only && !only.test(s.name)) continue;
     const context = await browser.newContext({ viewport: s.viewport || { width: 1280, height: 860 } });
     const page = await context.newPage();
     const problems = [];
     const ctx = { requests: [] };
     page.on('console', (m) => {
+      if (s.allowConsole?.test(m.text())) return;
       if (m.type() === 'error' || m.type() === 'warning') problems.push(`console.${m.type()}: ${m.text()}`);
     });
     page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));

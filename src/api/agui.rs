@@ -544,3 +544,47 @@ pub async fn run_events(
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     Ok(resp)
 }
+
+/// The longest `DELETE .../runs/{run_id}` waits for the cancelled run to end.
+const CANCEL_WAIT: Duration = Duration::from_secs(5);
+
+/// `DELETE /agents/{id}/agui/runs/{run_id}`: cancels a run going on here, attached or detached
+/// (a client's Stop when its runs outlive their connections), and answers `204` once it has
+/// ended (its `RUN_ERROR` `CANCELLED` logged, its thread free for the next run); `404` when no
+/// such run is going on here.
+pub async fn cancel_run(
+    State(state): State<AppState>,
+    Path((agent_id, run_id)): Path<(String, String)>,
+    caller: Option<axum::Extension<crate::api::auth::Caller>>,
+) -> Result<Response, ApiError> {
+    let deadline = tokio::time::Instant::now() + CANCEL_WAIT;
+    // A run is recorded with its first frames, a tick after it starts: a Stop clicked at once
+    // looks again for a moment.
+    let mut record = None;
+    for _ in 0..10 {
+        record = state
+            .store
+            .run(&run_id)
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        if record.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let who = owner::principal(&state, caller.as_deref());
+    // Another principal's run is answered as no run at all.
+    let thread = record
+        .filter(|r| r.agent_id == agent_id && who.may_use(Some(&r.owner)))
+        .map(|r| r.thread_id)
+        .filter(|thread| state.runs.cancel_run(thread, &run_id))
+        .ok_or_else(|| {
+            ApiError::NotFound(format!(
+                "no run {run_id:?} of agent {agent_id:?} is going on here"
+            ))
+        })?;
+    while state.runs.is_running(&thread, &run_id) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok(axum::http::StatusCode::NO_CONTENT.into_response())
+}

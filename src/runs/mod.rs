@@ -174,6 +174,16 @@ impl RunManager {
         }
     }
 
+    /// Cancels `run_id` if it is the active run of `thread_id`; returns whether it was.
+    pub fn cancel_run(&self, thread_id: &str, run_id: &str) -> bool {
+        let token = self
+            .active
+            .get(thread_id)
+            .filter(|r| r.run_id == run_id)
+            .map(|r| r.cancel.clone());
+        token.map(|t| t.cancel()).is_some()
+    }
+
     /// Cancels every active run (shutdown).
     pub fn cancel_all(&self) {
         let tokens: Vec<CancellationToken> = self.active.iter().map(|r| r.cancel.clone()).collect();
@@ -275,5 +285,20 @@ mod tests {
         assert!(m.begin("t", "r4", CancellationToken::new()).is_ok());
         drop(other);
         assert!(!m.cancel("u"));
+    }
+
+    #[test]
+    fn cancel_run_names_the_run_not_just_the_thread() {
+        let m = RunManager::new();
+        let g = m.begin("t", "r1", CancellationToken::new()).unwrap();
+        assert!(
+            !m.cancel_run("t", "r0"),
+            "a run that is no longer the thread's"
+        );
+        assert!(!g.cancel.is_cancelled());
+        assert!(m.cancel_run("t", "r1"));
+        assert!(g.cancel.is_cancelled());
+        drop(g);
+        assert!(!m.cancel_run("t", "r1"));
     }
 }

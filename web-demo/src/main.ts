@@ -7,11 +7,13 @@
 // - tool-based generative UI: a frontend tool drawn as a haiku card;
 // - shared state: a recipe both the user and the agent edit;
 // - predictive state: a document that fills in from a tool's streaming arguments (PredictState);
-// - reasoning in a collapsible panel, image upload, and a reload that restores the thread.
+// - reasoning in a collapsible panel, image upload, and a reload that restores the thread;
+// - a reload in the middle of a run re-attaches to it and the answer goes on (./reconnect).
 
-import { HttpAgent } from '@ag-ui/client';
+import type { AgentSubscriber } from '@ag-ui/client';
 import { renderMarkdown } from './markdown';
 import { parsePartialJson } from './partial-json';
+import { type Checkpoint, ReconnectingAgent, RunKeeper } from './reconnect';
 
 type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
@@ -19,6 +21,7 @@ const params = new URLSearchParams(location.search);
 const AGENT_URL = params.get('agent') || '/agents/demo/agui';
 const THREAD_KEY = `agui-demo-thread:${AGENT_URL}`;
 const stateKey = (thread: string) => `agui-demo-state:${thread}`;
+const runKey = (thread: string) => `agui-demo-run:${thread}`;
 
 const DEFAULT_STATE = {
   recipe: {
@@ -85,9 +88,13 @@ const AUTO_ANSWERED = new Set(['change_background', 'generate_haiku']);
 // ------------------------------------------------------------------------------------- state
 
 let threadId = localStorage.getItem(THREAD_KEY) || crypto.randomUUID();
-let agent: HttpAgent;
+let agent: ReconnectingAgent;
+/** Where the page is in the run it receives, kept for a reload. */
+const keeper = new RunKeeper(() => agent, () => runKey(threadId));
 let running = false;
 let stopped = false;
+/** The gateway stopping the last run (the next run waits for the thread to be free). */
+let stopping: Promise<void> = Promise.resolve();
 /** Streaming arguments of the calls in flight, by tool call id. */
 const liveArgs = new Map<string, { name: string; args: Json }>();
 /** PredictState entries announced in this run. */
@@ -117,7 +124,7 @@ function saveState() {
 }
 
 function makeAgent(thread: string) {
-  agent = new HttpAgent({ url: AGENT_URL, threadId: thread, initialState: loadState(thread) });
+  agent = new ReconnectingAgent({ url: AGENT_URL, threadId: thread, initialState: loadState(thread) });
   localStorage.setItem(THREAD_KEY, thread);
 }
 
@@ -401,57 +408,88 @@ function showError(message: string) {
 
 // --------------------------------------------------------------------------------------- runs
 
+/** What the page does with a run's events, as they stream or as a re-attached run replays. */
+function handlers(): AgentSubscriber {
+  return {
+    onMessagesChanged: scheduleRender,
+    onTextMessageContentEvent: () => scheduleRender(),
+    onToolCallStartEvent: ({ event }) => {
+      liveArgs.set(event.toolCallId, { name: event.toolCallName, args: {} });
+      scheduleRender();
+    },
+    onToolCallArgsEvent: ({ event, toolCallName, toolCallBuffer }) => {
+      liveArgs.set(event.toolCallId, { name: toolCallName, args: parsePartialJson(toolCallBuffer) ?? {} });
+      scheduleRender();
+    },
+    onToolCallEndEvent: ({ event, toolCallName, toolCallArgs }) => {
+      liveArgs.delete(event.toolCallId);
+      if (toolCallName === 'change_background' && toolCallArgs?.background) applyBackground(String(toolCallArgs.background));
+      scheduleRender();
+    },
+    onCustomEvent: ({ event }) => {
+      if (event.name === 'PredictState' && Array.isArray(event.value)) predictions = event.value;
+    },
+    onStateChanged: () => {
+      saveState();
+      scheduleRender();
+    },
+    onRunErrorEvent: ({ event }) => {
+      showError(`The run failed (${event.code ?? 'error'}): ${event.message}`);
+    },
+  };
+}
+
 async function run(resume?: Json[]) {
+  await receive(() => {
+    const done = agent.runAgent(
+      {
+        tools: FRONTEND_TOOLS,
+        context: [{ description: 'The page the user is on', value: 'the agui-gateway web demo' }],
+        ...(resume ? { resume } : {}),
+      } as Json,
+      handlers(),
+    );
+    // The run has its id and its input: from here a reload re-attaches to it.
+    keeper.start();
+    return done;
+  });
+}
+
+/** Re-attaches to the run this page was receiving before a reload: the rest of it streams in. */
+async function reattach(checkpoint: Checkpoint) {
+  agent.restore(checkpoint);
+  await receive(() => {
+    keeper.start();
+    return agent.connectAgent({}, handlers());
+  });
+  if (agent.replayGone) {
+    // Kept no longer (or never logged): the thread as the gateway stored it.
+    agent.setMessages([]);
+    void run();
+  }
+}
+
+/** Receives one run's events (`start` begins them), then lets the agent go on. */
+async function receive(start: () => Promise<unknown>) {
+  await stopping;
   running = true;
   stopped = false;
   predictions = [];
   notes.length = 0;
   render();
   try {
-    await agent.runAgent(
-      {
-        tools: FRONTEND_TOOLS,
-        context: [{ description: 'The page the user is on', value: 'the agui-gateway web demo' }],
-        ...(resume ? { resume } : {}),
-      } as Json,
-      {
-        onMessagesChanged: scheduleRender,
-        onTextMessageContentEvent: () => scheduleRender(),
-        onToolCallStartEvent: ({ event }) => {
-          liveArgs.set(event.toolCallId, { name: event.toolCallName, args: {} });
-          scheduleRender();
-        },
-        onToolCallArgsEvent: ({ event, toolCallName, toolCallBuffer }) => {
-          liveArgs.set(event.toolCallId, { name: toolCallName, args: parsePartialJson(toolCallBuffer) ?? {} });
-          scheduleRender();
-        },
-        onToolCallEndEvent: ({ event, toolCallName, toolCallArgs }) => {
-          liveArgs.delete(event.toolCallId);
-          if (toolCallName === 'change_background' && toolCallArgs?.background) applyBackground(String(toolCallArgs.background));
-          scheduleRender();
-        },
-        onCustomEvent: ({ event }) => {
-          if (event.name === 'PredictState' && Array.isArray(event.value)) predictions = event.value;
-        },
-        onStateChanged: () => {
-          saveState();
-          scheduleRender();
-        },
-        onRunErrorEvent: ({ event }) => {
-          showError(`The run failed (${event.code ?? 'error'}): ${event.message}`);
-        },
-      },
-    );
+    await start();
   } catch (e) {
     if (!stopped) showError(`The run failed: ${e instanceof Error ? e.message : String(e)}`);
   } finally {
+    keeper.end();
     if (stopped) showNotice('Stopped.');
     running = false;
     liveArgs.clear();
     saveState();
     render();
   }
-  if (!stopped) continueAfterFrontendTools();
+  if (!stopped && !agent.replayGone) continueAfterFrontendTools();
 }
 
 function showNotice(text: string) {
@@ -501,7 +539,10 @@ function send() {
 }
 
 function newChat() {
-  if (running) agent.abortRun();
+  if (running) {
+    stopping = agent.stopRun();
+    keeper.end();
+  }
   localStorage.removeItem(`agui-demo-bg:${threadId}`);
   threadId = crypto.randomUUID();
   document.body.style.background = '';
@@ -539,7 +580,9 @@ function wire() {
   $('#send').addEventListener('click', send);
   $('#stop').addEventListener('click', () => {
     stopped = true;
-    agent.abortRun();
+    // The gateway keeps a run going when its connection drops (so a reload can re-attach): stop
+    // it there too.
+    stopping = agent.stopRun();
   });
   $('#new-chat').addEventListener('click', newChat);
   $('#input').addEventListener('keydown', (e) => {
@@ -589,5 +632,8 @@ makeAgent(threadId);
 const bg = localStorage.getItem(`agui-demo-bg:${threadId}`);
 if (bg) document.body.style.background = bg;
 render();
-// A reload asks for the stored thread: a run with no messages answers with MESSAGES_SNAPSHOT.
-if (localStorage.getItem(stateKey(threadId)) || params.has('restore')) void run();
+const checkpoint = keeper.load();
+// A reload in the middle of a run re-attaches to it; otherwise it asks for the stored thread: a
+// run with no messages answers with MESSAGES_SNAPSHOT.
+if (checkpoint) void reattach(checkpoint);
+else if (localStorage.getItem(stateKey(threadId)) || params.has('restore')) void run();
