@@ -381,3 +381,64 @@ async fn nested_agents_stream_as_subagents() {
         reqs[5]
     );
 }
+
+/// Stopping the outer run (`DELETE .../runs/{runId}`) while its subagent streams ends the
+/// subagent with `SUBAGENT_ERROR` before the run's `RUN_ERROR`, and the inner upstream call
+/// is dropped.
+#[tokio::test]
+async fn stopping_the_outer_run_ends_its_subagent_first() {
+    let up = FakeOpenAi::start(vec![
+        Reply::Sse(tool_call_turn(
+            "c1",
+            "expert",
+            r#"{"question":"Think hard"}"#,
+        )),
+        Reply::Stall(vec![
+            json!({"choices": [{"index": 0, "delta": {"content": "Thinking..."}}]}),
+        ]),
+    ])
+    .await;
+    let gw = Gateway::start(MINIMAL).await;
+    let inner = register(
+        &gw,
+        json!({"name": "expert", "type": "conversational", "model": model(&up)}),
+    )
+    .await;
+    let outer = register(
+        &gw,
+        json!({"name": "asker", "type": "conversational", "model": model(&up),
+               "tools": [{"type": "AgentTool", "name": "expert", "parameters": {"agent_id": inner}}]}),
+    )
+    .await;
+    let mut body = run_input(
+        "t-sub-stop",
+        json!([{"id": "u", "role": "user", "content": "go"}]),
+    );
+    body["protocolVersion"] = json!("1.0");
+    let run_id = body["runId"].as_str().unwrap().to_string();
+    let mut resp = gw.post(&outer, &body).await;
+    let seen = read_until(&mut resp, "Thinking...").await;
+    let (status, _) = common::send_json(
+        "DELETE",
+        gw.url(&format!("/agents/{outer}/agui/runs/{run_id}")),
+        None,
+    )
+    .await;
+    assert_eq!(status, 204);
+    let events = common::read_events_after(seen, resp, true).await;
+    let sub = events
+        .iter()
+        .find(|e| e["type"] == "SUBAGENT_STARTED")
+        .expect("subagent started");
+    let err = events
+        .iter()
+        .position(|e| e["type"] == "SUBAGENT_ERROR" && e["subagentRunId"] == sub["subagentRunId"])
+        .expect("the subagent ends with SUBAGENT_ERROR");
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "RUN_ERROR", "{events:#?}");
+    assert_eq!(last["code"], "CANCELLED");
+    assert!(err < events.len() - 1);
+    tokio::time::timeout(Duration::from_secs(10), up.upstream.dropped.notified())
+        .await
+        .expect("the inner agent's upstream request was not dropped");
+}
