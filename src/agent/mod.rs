@@ -5,6 +5,7 @@ pub mod approvals;
 pub mod flow;
 pub mod history;
 pub mod per;
+mod plan_board;
 pub mod prompt;
 pub mod react;
 pub mod registry;

@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::history::{last_user_text, message_text};
+use super::plan_board::{COMPLETED, IN_PROGRESS, PlanBoard};
 use super::usage::Ledger;
 use super::{Agent, Overrides, Report};
 use crate::connector::template::{Escape, render};
@@ -629,83 +630,6 @@ impl Per<'_> {
             .await
             .map_err(halted)?;
         Ok(result)
-    }
-}
-
-const PENDING: &str = "pending";
-const IN_PROGRESS: &str = "in_progress";
-const COMPLETED: &str = "completed";
-
-/// The plan as a UI draws it: one `plan` activity whose content is
-/// `{steps: [{description, status}]}`, the steps done so far followed by the planner's latest
-/// remaining ones. A revision by the planner is a snapshot; a step starting or ending is a
-/// delta on its status.
-#[derive(Debug, Default)]
-struct PlanBoard {
-    id: Option<String>,
-    steps: Vec<(String, &'static str)>,
-    /// How many steps are done (they stay as they were whatever the planner says next).
-    done: usize,
-}
-
-impl PlanBoard {
-    /// The planner's latest remaining steps; a snapshot when the plan changed.
-    fn revise(&mut self, remaining: &[String]) -> Option<Event> {
-        let next: Vec<(String, &'static str)> = self.steps[..self.done]
-            .iter()
-            .cloned()
-            .chain(remaining.iter().map(|s| (s.clone(), PENDING)))
-            .collect();
-        if self.id.is_some() && next == self.steps {
-            return None;
-        }
-        if self.id.is_none() && remaining.is_empty() {
-            // Answered at once: there was never a plan to show.
-            return None;
-        }
-        self.steps = next;
-        let id = self.id.get_or_insert_with(|| new_id("plan")).clone();
-        Some(Event::ActivitySnapshot {
-            message_id: id,
-            activity_type: "plan".into(),
-            content: self.content(),
-            replace: Some(true),
-        })
-    }
-
-    /// Sets the status of the step under way (the first not done); `completed` moves on.
-    fn mark(&mut self, status: &'static str) -> Event {
-        let i = self.done;
-        if let Some(step) = self.steps.get_mut(i) {
-            step.1 = status;
-        }
-        if status == COMPLETED {
-            self.done += 1;
-        }
-        Event::ActivityDelta {
-            message_id: self.id.clone().unwrap_or_default(),
-            activity_type: "plan".into(),
-            patch: vec![
-                json!({"op": "replace", "path": format!("/steps/{i}/status"), "value": status}),
-            ],
-        }
-    }
-
-    fn content(&self) -> Value {
-        let steps: Vec<Value> = self
-            .steps
-            .iter()
-            .map(|(d, s)| json!({"description": d, "status": s}))
-            .collect();
-        json!({ "steps": steps })
-    }
-
-    /// The plan as a stored `activity` message (none when there never was one).
-    fn message(&self) -> Vec<Value> {
-        self.id
-            .iter()
-            .map(|id| json!({"id": id, "role": "activity", "activityType": "plan", "content": self.content()}))
-            .collect()
     }
 }
 
