@@ -321,17 +321,15 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for Tapped<T> {
         self.inner.send(item)
     }
 
-    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
-        async move {
-            let msg = self.inner.receive().await;
-            if let Some(JsonRpcMessage::Notification(n)) = &msg
-                && let ServerNotification::ProgressNotification(p) = &n.notification
-            {
-                let link = &self.link;
-                link.progress.deliver(&p.params, |m| link.redactor.clean(m));
-            }
-            msg
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        let msg = self.inner.receive().await;
+        if let Some(JsonRpcMessage::Notification(n)) = &msg
+            && let ServerNotification::ProgressNotification(p) = &n.notification
+        {
+            let link = &self.link;
+            link.progress.deliver(&p.params, |m| link.redactor.clean(m));
         }
+        msg
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
