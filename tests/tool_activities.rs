@@ -1,7 +1,11 @@
 /// Tools report what is not conversation content as AG-UI activities, streamed before their
 /// result and stored with the thread: an MCP server's progress notifications become a
-/// `progress` activity (a snapshot, then patches; forged tokens are ignored).
+/// `progress` activity (a snapshot, then patches; forged tokens are ignored), and the knowledge
+/// base's hits become a `citations` activity matching the tool's result, for the embedded
+/// `search` tool and for ml-commons' `SearchIndexTool` on an agent registered through the API.
 mod common;
+#[path = "common/ml_fakes.rs"]
+mod ml_fakes;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -226,4 +230,133 @@ async fn mcp_progress_streams_as_an_activity_and_is_stored_with_the_thread() {
     let thread = stored(&gw, "a", "t-progress-stdio").await;
     let activity = thread.iter().find(|m| m["id"] == id).expect("stored");
     assert_eq!(activity["content"], content);
+}
+
+#[tokio::test]
+async fn knowledge_base_hits_are_shown_as_citations_and_stored() {
+    let up = FakeOpenAi::start(vec![
+        Reply::Sse(tool_call_turn(
+            "call_kb",
+            "search",
+            r#"{"query":"Seattle population","top_k":3}"#,
+        )),
+        Reply::Sse(text_chunks("Seattle is growing [seattle-2023].")),
+    ])
+    .await;
+    let config = up.config("[[agents.tools]]\ntype = \"search\"\nindex = \"demo\"\n");
+    let gw = Gateway::start(&config).await;
+    let mut input = run_input(
+        "t-cite",
+        json!([{"id": "u1", "role": "user", "content": "How many people live in Seattle?"}]),
+    );
+    input["protocolVersion"] = json!("1.0");
+    let events = gw.run("a", &input).await;
+    assert_eq!(
+        events.last().unwrap()["type"],
+        "RUN_FINISHED",
+        "{events:#?}"
+    );
+
+    let result_at = position(&events, |e| e["type"] == "TOOL_CALL_RESULT");
+    let hits: Value = serde_json::from_str(events[result_at]["content"].as_str().unwrap()).unwrap();
+    let hits = hits.as_array().unwrap();
+    assert_eq!(hits.len(), 3);
+    let snapshots = of_type(&events, "ACTIVITY_SNAPSHOT");
+    assert_eq!(snapshots.len(), 1, "{events:#?}");
+    let snap = snapshots[0];
+    assert!(position(&events, |e| e["type"] == "ACTIVITY_SNAPSHOT") < result_at);
+    assert_eq!(snap["activityType"], "citations");
+    let content = &snap["content"];
+    assert_eq!(content["toolCallId"], "call_kb");
+    assert_eq!(content["query"], "Seattle population");
+    let results = content["results"].as_array().unwrap();
+    assert_eq!(results.len(), hits.len());
+    for (c, h) in results.iter().zip(hits) {
+        assert_eq!(c["id"], h["id"]);
+        assert_eq!(c["index"], "demo");
+        assert_eq!(c["title"], h.get("title").unwrap_or(&h["id"]).clone());
+        assert_eq!(c["score"], h["score"]);
+        assert_eq!(c["snippet"], h["snippet"]);
+    }
+
+    let thread = stored(&gw, "a", "t-cite").await;
+    let roles: Vec<&str> = thread.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert!(roles.contains(&"activity"), "{roles:?}");
+    let activity = thread.iter().find(|m| m["role"] == "activity").unwrap();
+    assert_eq!(activity["id"], snap["messageId"]);
+    assert_eq!(activity["activityType"], "citations");
+    assert_eq!(&activity["content"], content);
+    // The model got the hits as the result, not the activity.
+    let second = &up.requests()[1];
+    assert!(!second.to_string().contains("\"citations\""), "{second}");
+}
+
+#[tokio::test]
+async fn an_ml_commons_search_index_tool_shows_its_documents_as_citations() {
+    let up = FakeOpenAi::start(vec![
+        Reply::Sse(tool_call_turn(
+            "call_si",
+            "SearchIndexTool",
+            r#"{"index":"demo","query":{"query":{"match":{"text":"Seattle population"}},"size":2}}"#,
+        )),
+        Reply::Sse(text_chunks("About 3.5 million.")),
+    ])
+    .await;
+    let gw =
+        Gateway::start("[[agents]]\nid = \"cfg\"\n[agents.model]\nprovider = \"scripted\"\n").await;
+    let base = gw.url("").trim_end_matches('/').to_string();
+    let llm = ml_fakes::register_model(&base, ml_fakes::chat_connector(&up.base_url())).await;
+    let (status, reg) = ml_fakes::post(
+        &base,
+        "/_plugins/_ml/agents/_register",
+        json!({
+            "name": "RAG", "type": "conversational",
+            "llm": {"model_id": llm, "parameters": {"max_iteration": 3}},
+            "parameters": {"_llm_interface": "openai/v1/chat/completions"},
+            "memory": {"type": "conversation_index"},
+            "tools": [{"type": "SearchIndexTool"}]
+        }),
+    )
+    .await;
+    assert_eq!(status, 200, "{reg}");
+    let id = reg["agent_id"].as_str().unwrap();
+    let mut input = run_input(
+        "t-ml-cite",
+        json!([{"id": "u1", "role": "user", "content": "How many people live in Seattle?"}]),
+    );
+    input["protocolVersion"] = json!("1.0");
+    let events = gw.run(id, &input).await;
+    assert_eq!(
+        events.last().unwrap()["type"],
+        "RUN_FINISHED",
+        "{events:#?}"
+    );
+
+    let result_at = position(&events, |e| e["type"] == "TOOL_CALL_RESULT");
+    let lines: Vec<Value> = events[result_at]["content"]
+        .as_str()
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    let snap = of_type(&events, "ACTIVITY_SNAPSHOT")[0];
+    assert!(position(&events, |e| e["type"] == "ACTIVITY_SNAPSHOT") < result_at);
+    assert_eq!(snap["activityType"], "citations");
+    assert_eq!(snap["content"]["toolCallId"], "call_si");
+    let results = snap["content"]["results"].as_array().unwrap();
+    assert_eq!(results.len(), lines.len());
+    for (c, l) in results.iter().zip(&lines) {
+        assert_eq!(c["id"], l["_id"]);
+        assert_eq!(c["index"], "demo");
+        assert_eq!(c["score"], l["_score"]);
+        assert_eq!(c["title"], l["_source"]["title"]);
+        assert_eq!(c["snippet"], l["_source"]["text"]);
+    }
+    let thread = stored(&gw, id, "t-ml-cite").await;
+    let activity = thread
+        .iter()
+        .find(|m| m["role"] == "activity")
+        .expect("stored");
+    assert_eq!(activity["content"], snap["content"]);
 }
