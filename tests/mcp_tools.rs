@@ -232,11 +232,11 @@ async fn http_server_tools_are_listed_called_and_errors_reach_the_model() {
     let h = wait_for(&gw, "ok").await;
     assert_eq!(
         tool_names(&gw).await,
-        ["demo_add", "demo_echo", "demo_fail"]
+        ["demo_add", "demo_echo", "demo_fail", "demo_slow_count"]
     );
     assert_eq!(
         (h["name"].as_str(), h["tools"].as_u64()),
-        (Some("demo"), Some(3))
+        (Some("demo"), Some(4))
     );
 
     let result = call(&gw, "t-mcp-add").await;
@@ -292,9 +292,9 @@ async fn every_page_is_listed_filters_apply_and_list_changed_refreshes() {
         server.url()
     ))))
     .await;
-    // Three pages of one tool each; `echo` is denied.
+    // Four pages of one tool each; `echo` is denied.
     wait_for(&gw, "ok").await;
-    assert_eq!(tool_names(&gw).await, ["m-add", "m-fail"]);
+    assert_eq!(tool_names(&gw).await, ["m-add", "m-fail", "m-slow_count"]);
     let result = call(&gw, "t-paged").await;
     assert!(
         result["content"].as_str().unwrap().contains('2'),
@@ -305,7 +305,7 @@ async fn every_page_is_listed_filters_apply_and_list_changed_refreshes() {
     let peer = peers.lock().unwrap().last().cloned().expect("a session");
     peer.notify_tool_list_changed().await.unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while tool_names(&gw).await != ["m-add", "m-fail", "m-shout"] {
+    while tool_names(&gw).await != ["m-add", "m-fail", "m-shout", "m-slow_count"] {
         assert!(
             tokio::time::Instant::now() < deadline,
             "list_changed was not followed: {:?}",

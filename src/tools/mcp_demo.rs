@@ -1,11 +1,18 @@
-//! A tiny MCP server with three tools (`echo`, `add`, `fail`), so there is always a server to
-//! try MCP tools against: `agui-gateway mcp-demo-server` serves it over stdio, and tests mount
+//! A tiny MCP server with four tools (`echo`, `add`, `fail`, and `slow_count`, which reports
+//! its progress), so there is always a server to try MCP tools against: `agui-gateway mcp-demo-server` serves it over stdio, and tests mount
 //! [`DemoServer`] in-process behind rmcp's streamable HTTP service.
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
-use rmcp::{ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolResult, ContentBlock, Implementation, ProgressNotificationParam, RequestMetaObject,
+    ServerCapabilities, ServerConfig,
+};
+use rmcp::{
+    Peer, RoleServer, ServerHandler, ServiceExt, schemars, tool, tool_handler, tool_router,
+};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -25,6 +32,17 @@ pub struct AddArgs {
     pub b: f64,
 }
 
+/// Arguments of `slow_count`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SlowCountArgs {
+    /// The number to count to (1-20, default 5).
+    #[serde(default)]
+    pub to: Option<u32>,
+    /// Milliseconds between two numbers (at most 2000, default 300).
+    #[serde(default)]
+    pub delay_ms: Option<u64>,
+}
+
 /// The demo server's handler; cheap to clone, one per session.
 #[derive(Debug, Clone)]
 pub struct DemoServer {
@@ -39,7 +57,7 @@ impl Default for DemoServer {
 
 #[tool_router]
 impl DemoServer {
-    /// A server with the three demo tools.
+    /// A server with the demo tools.
     pub fn new() -> Self {
         Self {
             tool_router: Self::tool_router(),
@@ -67,6 +85,32 @@ impl DemoServer {
     fn fail(&self) -> CallToolResult {
         CallToolResult::error(vec![ContentBlock::text("the fail tool always fails")])
     }
+
+    /// Counts slowly, reporting each number as progress when the client asked for progress
+    /// (sent a progress token).
+    #[tool(
+        description = "Count slowly from 1 to `to` (default 5), pausing `delay_ms` (default 300) between numbers and reporting progress; for trying out long-running tools."
+    )]
+    async fn slow_count(
+        &self,
+        Parameters(SlowCountArgs { to, delay_ms }): Parameters<SlowCountArgs>,
+        meta: RequestMetaObject,
+        client: Peer<RoleServer>,
+    ) -> String {
+        let to = to.unwrap_or(5).clamp(1, 20);
+        let delay = Duration::from_millis(delay_ms.unwrap_or(300).min(2000));
+        let token = meta.get_progress_token();
+        for i in 1..=to {
+            tokio::time::sleep(delay).await;
+            if let Some(token) = &token {
+                let note = ProgressNotificationParam::new(token.clone(), f64::from(i))
+                    .with_total(f64::from(to))
+                    .with_message(format!("Counted {i} of {to}"));
+                let _ = client.notify_progress(note).await;
+            }
+        }
+        format!("Counted to {to}.")
+    }
 }
 
 #[tool_handler(router = self.tool_router)]
@@ -77,7 +121,7 @@ impl ServerHandler for DemoServer {
                 "agui-gateway-mcp-demo",
                 env!("CARGO_PKG_VERSION"),
             ))
-            .with_instructions("Demo tools: echo, add, fail.")
+            .with_instructions("Demo tools: echo, add, fail, slow_count.")
     }
 }
 

@@ -13,10 +13,12 @@
 //! - `config.rs`: the `type = "mcp"` table, [`parse`]d into an [`McpConfig`].
 //! - `session.rs`: the background task: connect, list, watch, ping, reconnect with backoff.
 //! - `tool.rs`: one MCP tool as a gateway [`Tool`](super::Tool), and call-result conversion.
+//! - `progress.rs`: the server's progress notifications as the call's `progress` activity.
 //! - `errors.rs`: transport errors as operator-readable messages, URL credentials redacted.
 
 mod config;
 mod errors;
+mod progress;
 mod session;
 mod sse;
 mod tool;
@@ -51,6 +53,8 @@ struct Link {
     /// A call failed: the supervisor checks the session at once instead of at the next ping.
     poke: Notify,
     redactor: Redactor,
+    /// Where the progress of calls under way goes, by the token each call was sent with.
+    progress: progress::Routes,
 }
 
 enum Status {
@@ -108,6 +112,7 @@ pub async fn start_with(cfg: McpConfig, client: Option<reqwest::Client>) -> Arc<
             peer: RwLock::new(None),
             poke: Notify::new(),
             redactor,
+            progress: progress::Routes::default(),
         }),
         cfg,
         client,

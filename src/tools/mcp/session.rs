@@ -19,6 +19,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::errors::describe;
+use super::progress::Tapped;
 use super::tool::McpTool;
 use super::{CLOSE_TIMEOUT, Inner, McpTransport, Status, read, write};
 use crate::config::valid_name;
@@ -311,6 +312,8 @@ async fn connect(
     let handler = Handler {
         list_changed: Arc::clone(&inner.list_changed),
     };
+    // Every transport is tapped for the progress of calls under way.
+    let link = Arc::clone(&inner.link);
     match &inner.cfg.transport {
         McpTransport::Http {
             url,
@@ -348,7 +351,7 @@ async fn connect(
                     .await
                     .map_err(|e| e.to_string())?;
                 return handler
-                    .serve_with_ct(transport, ct)
+                    .serve_with_ct(Tapped::new(transport, link), ct)
                     .await
                     .map_err(|e| describe(&e));
             }
@@ -365,7 +368,7 @@ async fn connect(
                 None => StreamableHttpClientTransport::from_config(config),
             };
             handler
-                .serve_with_ct(transport, ct)
+                .serve_with_ct(Tapped::new(transport, link), ct)
                 .await
                 .map_err(|e| describe(&e))
         }
@@ -388,7 +391,7 @@ async fn connect(
                 tokio::spawn(forward_stderr(inner.cfg.name.clone(), stderr));
             }
             handler
-                .serve_with_ct(transport, ct)
+                .serve_with_ct(Tapped::new(transport, link), ct)
                 .await
                 .map_err(|e| describe(&e))
         }

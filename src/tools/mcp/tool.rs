@@ -6,11 +6,13 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use rmcp::ServiceError;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ResourceContents,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, RequestParamsMeta,
+    ResourceContents,
 };
 use serde_json::Value;
 
 use super::errors::describe;
+use super::progress::{Board, watch};
 use super::{Link, read};
 use crate::conversation::ToolSpec;
 use crate::tools::{Tool, ToolContext, ToolOutput};
@@ -38,9 +40,22 @@ impl McpTool {
             params = params.with_arguments(map);
         }
         // Dropping the request on cancellation sends notifications/cancelled to the server.
-        let result = tokio::select! {
-            r = peer.call_tool_once(params) => r,
-            _ = ctx.cancel.cancelled() => return ToolOutput::error("Tool call cancelled."),
+        let result = match &ctx.side {
+            // The run streams what the call sends: the server's progress becomes an activity.
+            Some(side) => {
+                let route = self.link.progress.open();
+                params.set_progress_token(route.token());
+                let mut board = Board::new(&ctx.tool_call_id, &self.spec.name);
+                let call = peer.call_tool_once(params);
+                match watch(call, &route, &mut board, side, &ctx.cancel).await {
+                    Some(r) => r,
+                    None => return ToolOutput::error("Tool call cancelled."),
+                }
+            }
+            None => tokio::select! {
+                r = peer.call_tool_once(params) => r,
+                _ = ctx.cancel.cancelled() => return ToolOutput::error("Tool call cancelled."),
+            },
         };
         match result {
             Ok(CallToolResponse::Complete(r)) => to_output(r),

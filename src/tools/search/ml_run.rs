@@ -7,12 +7,16 @@
 //! - `ListIndexTool`: a CSV table with a `row` column; `CatIndexTool`: the `_cat/indices`
 //!   columns separated by tabs;
 //! - `IndexMappingTool`: `index: <name>`, its `mappings:` and `settings:` as `key=value` lines.
+//!
+//! The two that find documents also show them to the UI as a `citations` activity when the
+//! run streams what tools send.
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
+use super::citations;
 use super::cluster::{Cluster, ClusterError, check_index};
 use super::embedded::{Hit, SearchService};
 use super::ml::{DEFAULT_DOC_SIZE, DEFAULT_K, MlToolConfig, MlToolType, count, list};
@@ -51,18 +55,32 @@ impl MlTool {
         ToolOutput::error(format!("{}: {msg}", self.cfg.spec.name))
     }
 
-    async fn run(&self, args: Value) -> ToolOutput {
+    async fn run(&self, args: Value, ctx: ToolContext) -> ToolOutput {
         let mut params = self.cfg.params.clone();
         if let Value::Object(a) = args {
             params.extend(a);
         }
+        let mut found = None;
         let out = match self.cfg.ty {
-            MlToolType::SearchIndex => self.search_index(&params).await,
-            MlToolType::VectorDb => self.vector_db(&params).await,
+            MlToolType::SearchIndex => self.search_index(&params, &mut found).await,
+            MlToolType::VectorDb => self.vector_db(&params, &mut found).await,
             MlToolType::ListIndex => self.list_indices(&params, true).await,
             MlToolType::CatIndex => self.list_indices(&params, false).await,
             MlToolType::IndexMapping => self.index_mapping(&params).await,
         };
+        if out.is_ok()
+            && let Some(Found { query, hits }) = found
+        {
+            let cited = hits.iter().map(citations::from_opensearch_hit).collect();
+            citations::send(
+                ctx.side.as_ref(),
+                &ctx.cancel,
+                &ctx.tool_call_id,
+                &query,
+                cited,
+            )
+            .await;
+        }
         match out {
             Ok(text) => ToolOutput::ok(text),
             Err(e) => self.fail(e),
@@ -114,8 +132,14 @@ impl MlTool {
         }
     }
 
-    async fn search_index(&self, params: &Map<String, Value>) -> Result<String, String> {
+    async fn search_index(
+        &self,
+        params: &Map<String, Value>,
+        found: &mut Option<Found>,
+    ) -> Result<String, String> {
         let (index, mut query) = self.index_and_query(params)?;
+        // What the search was for, as a UI shows it: the query clause.
+        let label = query.get("query").unwrap_or(&query).to_string();
         if let (Some(size), Value::Object(q)) = (self.cfg.fill_size, &mut query) {
             q.entry("size").or_insert(json!(size));
         }
@@ -125,15 +149,18 @@ impl MlTool {
         match &self.backend {
             MlBackend::Cluster(c) => {
                 let resp = self.cluster_search(c, &index, &query).await?;
-                if raw {
-                    return Ok(resp.to_string());
-                }
-                Ok(hit_lines(
-                    resp.pointer("/hits/hits")
-                        .and_then(Value::as_array)
-                        .map(Vec::as_slice)
-                        .unwrap_or_default(),
-                ))
+                let hits = resp
+                    .pointer("/hits/hits")
+                    .and_then(Value::as_array)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                let text = if raw {
+                    resp.to_string()
+                } else {
+                    hit_lines(hits)
+                };
+                *found = Some(Found::new(label, hits));
+                Ok(text)
             }
             MlBackend::Embedded => {
                 let hits = self
@@ -142,14 +169,15 @@ impl MlTool {
                     .await
                     .map_err(|e| e.to_string())?;
                 let docs = opensearch_hits(&hits, query.get("_source"));
-                if raw {
-                    return Ok(
-                        json!({"hits": {"total": {"value": docs.len(), "relation": "eq"},
-                        "hits": docs}})
-                        .to_string(),
-                    );
-                }
-                Ok(hit_lines(&docs))
+                let text = if raw {
+                    json!({"hits": {"total": {"value": docs.len(), "relation": "eq"},
+                    "hits": docs}})
+                    .to_string()
+                } else {
+                    hit_lines(&docs)
+                };
+                *found = Some(Found::new(label, &docs));
+                Ok(text)
             }
         }
     }
@@ -169,7 +197,11 @@ impl MlTool {
             .map_err(|e| e.to_string())
     }
 
-    async fn vector_db(&self, params: &Map<String, Value>) -> Result<String, String> {
+    async fn vector_db(
+        &self,
+        params: &Map<String, Value>,
+        found: &mut Option<Found>,
+    ) -> Result<String, String> {
         let template = params
             .get("input")
             .and_then(Value::as_str)
@@ -197,7 +229,7 @@ impl MlTool {
                     .service
                     .embedder()
                     .ok_or("no model store to embed the input with")?
-                    .embed(model_id, &[text])
+                    .embed(model_id, std::slice::from_ref(&text))
                     .await?
                     .pop()
                     .ok_or("the embedding model answered no vector")?;
@@ -211,12 +243,13 @@ impl MlTool {
                     body["_source"] = src;
                 }
                 let resp = self.cluster_search(c, index, &body).await?;
-                Ok(hit_lines(
-                    resp.pointer("/hits/hits")
-                        .and_then(Value::as_array)
-                        .map(Vec::as_slice)
-                        .unwrap_or_default(),
-                ))
+                let hits = resp
+                    .pointer("/hits/hits")
+                    .and_then(Value::as_array)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                *found = Some(Found::new(text, hits));
+                Ok(hit_lines(hits))
             }
             MlBackend::Embedded => {
                 // An embedded index has one vector per document, whatever the field's name;
@@ -228,7 +261,9 @@ impl MlTool {
                     .search_dsl(index, &body)
                     .await
                     .map_err(|e| e.to_string())?;
-                Ok(hit_lines(&opensearch_hits(&hits, source.as_ref())))
+                let docs = opensearch_hits(&hits, source.as_ref());
+                *found = Some(Found::new(text, &docs));
+                Ok(hit_lines(&docs))
             }
         }
     }
@@ -400,8 +435,23 @@ impl Tool for MlTool {
     fn spec(&self) -> &ToolSpec {
         &self.cfg.spec
     }
-    fn call(&self, args: Value, _ctx: ToolContext) -> BoxFuture<'_, ToolOutput> {
-        Box::pin(self.run(args))
+    fn call(&self, args: Value, ctx: ToolContext) -> BoxFuture<'_, ToolOutput> {
+        Box::pin(self.run(args, ctx))
+    }
+}
+
+/// The documents a search found, for the citations activity.
+struct Found {
+    query: String,
+    hits: Vec<Value>,
+}
+
+impl Found {
+    fn new(query: String, hits: &[Value]) -> Self {
+        Self {
+            query,
+            hits: hits.to_vec(),
+        }
     }
 }
 

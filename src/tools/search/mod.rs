@@ -23,6 +23,7 @@
 //! verify_tls = true           # opensearch only; false accepts any certificate
 //! ```
 
+pub mod citations;
 pub mod cluster;
 pub mod embedded;
 pub mod embedder;

@@ -1,11 +1,12 @@
 //! The embedded backend's one tool: full-text search of the knowledge base, answering with
-//! cited snippets.
+//! cited snippets (and showing them to the UI as a `citations` activity).
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
+use super::citations;
 use super::embedded::{MAX_TOP_K, SearchError, SearchRequest, SearchService};
 use crate::conversation::ToolSpec;
 use crate::tools::{Tool, ToolContext, ToolOutput};
@@ -79,7 +80,7 @@ impl EmbeddedSearchTool {
         }
     }
 
-    async fn run(&self, args: Value) -> ToolOutput {
+    async fn run(&self, args: Value, ctx: ToolContext) -> ToolOutput {
         let query = args["query"].as_str().unwrap_or_default().to_string();
         let top_k = args["top_k"]
             .as_u64()
@@ -88,14 +89,25 @@ impl EmbeddedSearchTool {
         let filter: Map<String, Value> = args["filter"].as_object().cloned().unwrap_or_default();
         let index = args["index"].as_str().unwrap_or(&self.index).to_string();
         let req = SearchRequest {
-            query,
+            query: query.clone(),
             top_k,
             filter,
             include_fields: false,
         };
         match self.service.search(&index, req).await {
             Ok(hits) => match serde_json::to_string(&hits) {
-                Ok(text) => ToolOutput::ok(text),
+                Ok(text) => {
+                    let cited = hits.iter().map(citations::from_hit).collect();
+                    citations::send(
+                        ctx.side.as_ref(),
+                        &ctx.cancel,
+                        &ctx.tool_call_id,
+                        &query,
+                        cited,
+                    )
+                    .await;
+                    ToolOutput::ok(text)
+                }
                 Err(e) => ToolOutput::error(format!("Search results could not be encoded: {e}")),
             },
             Err(SearchError::NoIndex(_) | SearchError::InvalidName(_)) => {
@@ -118,8 +130,8 @@ impl Tool for EmbeddedSearchTool {
         &self.spec
     }
 
-    fn call(&self, args: Value, _ctx: ToolContext) -> BoxFuture<'_, ToolOutput> {
-        Box::pin(self.run(args))
+    fn call(&self, args: Value, ctx: ToolContext) -> BoxFuture<'_, ToolOutput> {
+        Box::pin(self.run(args, ctx))
     }
 }
 

@@ -1,0 +1,172 @@
+//! Search results as a `citations` activity: what a search tool found, sent into the run
+//! before the tool returns, so a UI can draw the sources beside the answer (the model still
+//! gets the full result). Kept small: snippets and titles are capped, and only what a UI draws
+//! is sent.
+
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::embedded::Hit;
+use crate::protocol::events::Event;
+use crate::runs::nested::{SideEvent, SideTx};
+
+/// Longest snippet sent (characters).
+const MAX_SNIPPET_CHARS: usize = 300;
+/// Longest title or query sent (characters).
+const MAX_TITLE_CHARS: usize = 200;
+/// Most results sent.
+const MAX_RESULTS: usize = 50;
+/// Fields of an OpenSearch document taken as its snippet, in this order.
+const TEXT_FIELDS: &[&str] = &[
+    "snippet",
+    "text",
+    "content",
+    "body",
+    "passage",
+    "passage_text",
+    "description",
+    "summary",
+];
+
+fn cap(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max).collect();
+    out.push('…');
+    out
+}
+
+/// A URL from a document's metadata or source, if it has one.
+fn url_of(fields: &Map<String, Value>) -> Option<String> {
+    ["url", "link", "source_url", "href"]
+        .iter()
+        .find_map(|k| fields.get(*k).and_then(Value::as_str))
+        .filter(|u| u.starts_with("https://") || u.starts_with("http://"))
+        .map(|u| cap(u, 2 * MAX_TITLE_CHARS))
+}
+
+/// One embedded hit as a citation.
+pub fn from_hit(hit: &Hit) -> Value {
+    let mut c = json!({
+        "id": hit.id,
+        "index": hit.index,
+        "title": cap(hit.title.as_deref().unwrap_or(&hit.id), MAX_TITLE_CHARS),
+        "snippet": cap(&hit.snippet, MAX_SNIPPET_CHARS),
+    });
+    // As the tool's result prints it (an f32's shortest form, not its f64 expansion).
+    if let Ok(score) = hit.score.to_string().parse::<f64>()
+        && score.is_finite()
+    {
+        c["score"] = json!(score);
+    }
+    if let Some(url) = hit.metadata.as_object().and_then(url_of) {
+        c["url"] = json!(url);
+    }
+    c
+}
+
+/// One OpenSearch hit (`{_index, _id, _score, _source}`) as a citation: the title from the
+/// document's `title` (else its id), the snippet from its first text field (else its source).
+pub fn from_opensearch_hit(hit: &Value) -> Value {
+    let id = match hit.get("_id") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => String::new(),
+        Some(other) => other.to_string(),
+    };
+    let empty = Map::new();
+    let source = hit
+        .get("_source")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let title = ["title", "name", "headline"]
+        .iter()
+        .find_map(|k| source.get(*k).and_then(Value::as_str))
+        .unwrap_or(&id);
+    let snippet = TEXT_FIELDS
+        .iter()
+        .find_map(|k| source.get(*k).and_then(Value::as_str))
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            if source.is_empty() {
+                String::new()
+            } else {
+                Value::Object(source.clone()).to_string()
+            }
+        });
+    let mut c = json!({
+        "title": cap(title, MAX_TITLE_CHARS),
+        "snippet": cap(&snippet, MAX_SNIPPET_CHARS),
+    });
+    if !id.is_empty() {
+        c["id"] = json!(id);
+    }
+    if let Some(i) = hit.get("_index").and_then(Value::as_str) {
+        c["index"] = json!(i);
+    }
+    if let Some(s) = hit.get("_score").and_then(Value::as_f64) {
+        c["score"] = json!(s);
+    }
+    if let Some(url) = url_of(source) {
+        c["url"] = json!(url);
+    }
+    c
+}
+
+/// Sends the results of call `tool_call_id` for `query` into the run as one
+/// `ACTIVITY_SNAPSHOT` (`activityType: "citations"`). Nothing when the run does not stream
+/// what tools send, or nothing was found; gives up when the call is cancelled.
+pub async fn send(
+    side: Option<&SideTx>,
+    cancel: &CancellationToken,
+    tool_call_id: &str,
+    query: &str,
+    results: Vec<Value>,
+) {
+    let Some(side) = side else { return };
+    if results.is_empty() {
+        return;
+    }
+    let results: Vec<Value> = results.into_iter().take(MAX_RESULTS).collect();
+    let event = Event::ActivitySnapshot {
+        message_id: crate::protocol::new_id("citations"),
+        activity_type: "citations".into(),
+        content: json!({
+            "toolCallId": tool_call_id,
+            "query": cap(query, MAX_TITLE_CHARS),
+            "results": results,
+        }),
+        replace: None,
+    };
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => {}
+        _ = side.send(SideEvent::Emit(event)) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opensearch_hits_become_small_citations() {
+        let long = "word ".repeat(200);
+        let c = from_opensearch_hit(&json!({"_index": "kb", "_id": "d1", "_score": 1.5,
+            "_source": {"title": "Doc one", "text": long, "url": "https://example.com/d1"}}));
+        assert_eq!(c["title"], "Doc one");
+        assert_eq!(c["id"], "d1");
+        assert_eq!(c["index"], "kb");
+        assert_eq!(c["score"], 1.5);
+        assert_eq!(c["url"], "https://example.com/d1");
+        assert!(c["snippet"].as_str().unwrap().chars().count() <= MAX_SNIPPET_CHARS + 1);
+        // No title or text field: the id and the source stand in; no nulls anywhere.
+        let c = from_opensearch_hit(
+            &json!({"_id": 7, "_score": null, "_source": {"n": 1, "url": "javascript:x"}}),
+        );
+        assert_eq!(
+            c,
+            json!({"title": "7", "id": "7", "snippet": "{\"n\":1,\"url\":\"javascript:x\"}"})
+        );
+    }
+}
