@@ -197,8 +197,9 @@ async fn targets_must_exist_and_chains_are_bounded() {
     );
 }
 
-#[tokio::test]
-async fn cancelling_the_outer_run_cancels_the_inner_one() {
+/// An asker agent whose `expert` agent tool (asked at once) starts answering and then never
+/// finishes; with the fake upstream and the gateway, and the asker's id.
+async fn asker_and_thinking_expert() -> (FakeOpenAi, Gateway, String) {
     let up = FakeOpenAi::start(vec![
         Reply::Sse(tool_call_turn(
             "c1",
@@ -222,6 +223,12 @@ async fn cancelling_the_outer_run_cancels_the_inner_one() {
                "tools": [{"type": "AgentTool", "name": "expert", "parameters": {"agent_id": inner}}]}),
     )
     .await;
+    (up, gw, outer)
+}
+
+#[tokio::test]
+async fn cancelling_the_outer_run_cancels_the_inner_one() {
+    let (up, gw, outer) = asker_and_thinking_expert().await;
     let mut resp = gw
         .post(
             &outer,
@@ -387,29 +394,7 @@ async fn nested_agents_stream_as_subagents() {
 /// is dropped.
 #[tokio::test]
 async fn stopping_the_outer_run_ends_its_subagent_first() {
-    let up = FakeOpenAi::start(vec![
-        Reply::Sse(tool_call_turn(
-            "c1",
-            "expert",
-            r#"{"question":"Think hard"}"#,
-        )),
-        Reply::Stall(vec![
-            json!({"choices": [{"index": 0, "delta": {"content": "Thinking..."}}]}),
-        ]),
-    ])
-    .await;
-    let gw = Gateway::start(MINIMAL).await;
-    let inner = register(
-        &gw,
-        json!({"name": "expert", "type": "conversational", "model": model(&up)}),
-    )
-    .await;
-    let outer = register(
-        &gw,
-        json!({"name": "asker", "type": "conversational", "model": model(&up),
-               "tools": [{"type": "AgentTool", "name": "expert", "parameters": {"agent_id": inner}}]}),
-    )
-    .await;
+    let (up, gw, outer) = asker_and_thinking_expert().await;
     let mut body = run_input(
         "t-sub-stop",
         json!([{"id": "u", "role": "user", "content": "go"}]),

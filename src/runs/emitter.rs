@@ -214,75 +214,34 @@ impl Emitter {
     }
 
     /// Gives a nested run's tool call a fresh id when this run already used its id (a
-    /// provider numbering calls `call_0`, `call_1` in every run would otherwise clash).
-    fn unique_call_ids(&mut self, from: &str, event: Event) -> Event {
-        let rename = |renamed: &HashMap<(String, String), String>, id: String| {
-            if renamed.is_empty() {
-                return id;
-            }
-            match renamed.get(&(from.to_string(), id.clone())) {
-                Some(n) => n.clone(),
-                None => id,
-            }
-        };
-        match event {
-            Event::ToolCallStart {
-                tool_call_id,
-                tool_call_name,
-                parent_message_id,
-            } => {
-                let id = if self.verifier.is_used(&tool_call_id) {
-                    let fresh = crate::protocol::new_id("call");
-                    self.renamed
-                        .insert((from.to_string(), tool_call_id), fresh.clone());
-                    fresh
-                } else {
-                    tool_call_id
-                };
-                Event::ToolCallStart {
-                    tool_call_id: id,
-                    tool_call_name,
-                    parent_message_id,
-                }
-            }
-            Event::ToolCallArgs {
-                tool_call_id,
-                delta,
-            } => Event::ToolCallArgs {
-                tool_call_id: rename(&self.renamed, tool_call_id),
-                delta,
-            },
-            Event::ToolCallEnd { tool_call_id } => Event::ToolCallEnd {
-                tool_call_id: rename(&self.renamed, tool_call_id),
-            },
-            Event::ToolCallResult {
-                message_id,
-                tool_call_id,
-                content,
-                role,
-            } => Event::ToolCallResult {
-                message_id,
-                tool_call_id: rename(&self.renamed, tool_call_id),
-                content,
-                role,
-            },
-            Event::SubagentStarted {
-                subagent_run_id,
-                name,
-                description,
-                parent_subagent_run_id,
-                parent_tool_call_id,
-                parent_message_id,
-            } => Event::SubagentStarted {
-                subagent_run_id,
-                name,
-                description,
-                parent_subagent_run_id,
-                parent_tool_call_id: parent_tool_call_id.map(|c| rename(&self.renamed, c)),
-                parent_message_id,
-            },
-            other => other,
+    /// provider numbering calls `call_0`, `call_1` in every run would otherwise clash), and
+    /// every later mention of it the same.
+    fn unique_call_ids(&mut self, from: &str, mut event: Event) -> Event {
+        if let Event::ToolCallStart { tool_call_id, .. } = &mut event
+            && self.verifier.is_used(tool_call_id)
+        {
+            let fresh = crate::protocol::new_id("call");
+            let old = std::mem::replace(tool_call_id, fresh.clone());
+            self.renamed.insert((from.to_string(), old), fresh);
+            return event;
         }
+        if self.renamed.is_empty() {
+            return event;
+        }
+        let id = match &mut event {
+            Event::ToolCallArgs { tool_call_id, .. }
+            | Event::ToolCallEnd { tool_call_id }
+            | Event::ToolCallResult { tool_call_id, .. }
+            | Event::SubagentStarted {
+                parent_tool_call_id: Some(tool_call_id),
+                ..
+            } => tool_call_id,
+            _ => return event,
+        };
+        if let Some(fresh) = self.renamed.get(&(from.to_string(), id.clone())) {
+            *id = fresh.clone();
+        }
+        event
     }
 
     /// Ends the run with `RUN_ERROR` after closing whatever is open. Never fails: a gone

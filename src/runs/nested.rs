@@ -99,22 +99,17 @@ pub fn lift(sub: &Subagent, event: Event, by: Owner) -> Option<(Event, Owner)> {
             message,
             code,
         },
-        // Its own subagents, started directly by it.
-        Event::SubagentStarted {
-            subagent_run_id,
-            name,
-            description,
-            parent_subagent_run_id,
-            parent_tool_call_id,
-            parent_message_id,
-        } => Event::SubagentStarted {
-            subagent_run_id,
-            name,
-            description,
-            parent_subagent_run_id: parent_subagent_run_id.or_else(|| Some(sub.id.clone())),
-            parent_tool_call_id,
-            parent_message_id,
-        },
+        // Its own subagents, started directly by it, are its children.
+        mut e @ Event::SubagentStarted { .. } => {
+            if let Event::SubagentStarted {
+                parent_subagent_run_id: parent @ None,
+                ..
+            } = &mut e
+            {
+                *parent = Some(sub.id.clone());
+            }
+            e
+        }
         e @ (Event::SubagentFinished { .. } | Event::SubagentError { .. }) => e,
         Event::MessagesSnapshot { .. } => return None,
         Event::Custom { ref name, .. } if name == "token_usage" => return None,
