@@ -1,8 +1,8 @@
 /// The web demo at `/` works in a real browser: headless Chromium (Debian's `chromium`, driven
 /// by `playwright-core`) acts as a user for every AG-UI feature the page shows, on the embedded
 /// default demo agent (a reload mid-answer, nested subagents and the protobuf switch included);
-/// the committed build matches its sources;
-/// the README's reconnect example works with the real client.
+/// the committed build matches its sources; the README's reconnect example works with the real
+/// client.
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 

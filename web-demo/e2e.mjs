@@ -444,17 +444,20 @@ const SCENARIOS = [
       await checkDelegate(page);
       const restored = await delegateShape(page);
       check(JSON.stringify(restored) === JSON.stringify(shape), `after a reload:\n${restored.join('\n')}\nbefore:\n${shape.join('\n')}`);
-      // A thread stored elsewhere (no record of the subagents): flat blocks, nothing lost.
+      // A thread stored elsewhere (no record of the subagents): flat blocks in the call they ran
+      // during, nothing lost.
       await page.evaluate(() => {
         for (const k of Object.keys(localStorage)) if (k.startsWith('agui-demo-subagents:')) localStorage.removeItem(k);
       });
       await page.reload();
       await waitForText(page, '[data-testid=msg-assistant] .bubble', DELEGATE_ANSWER);
       await idle(page);
-      const blocks = await page.getByTestId('subagent').count();
-      check(blocks === 2, `${blocks} subagent blocks without the record`);
-      check((await page.locator('[data-testid=subagent] [data-tool=calculator] [data-testid=tool-result]').innerText()) === '391', 'the calculator call is lost without the record');
-      check((await page.locator('[data-testid=subagent] [data-testid=plan-step][data-status=completed]').count()) === 1, 'the plan is lost without the record');
+      const flat = page.locator('[data-tool=ask_researcher] > [data-testid=subagent]');
+      check((await flat.count()) === 2 && (await page.getByTestId('subagent').count()) === 2, `${await flat.count()} subagent blocks in the call without the record`);
+      check((await flat.locator('[data-tool=calculator] [data-testid=tool-result]').innerText()) === '391', 'the calculator call is lost without the record');
+      check((await flat.locator('[data-testid=plan-step][data-status=completed]').count()) === 1, 'the plan is lost without the record');
+      await page.locator('#messages').evaluate((e) => (e.scrollTop = 0));
+      await page.screenshot({ path: join(shots, 'delegate-without-the-record.png') });
     },
   },
   {

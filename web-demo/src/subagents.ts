@@ -8,7 +8,7 @@
 // messages in a collapsible block under the tool call that spawned it (or inside the subagent
 // that spawned it), recursively. A subagent nothing is known about (a thread stored elsewhere:
 // messages keep their `subagentRunId`, the parent link is not stored) is drawn as a flat
-// "Subagent" block where its first message is.
+// "Subagent" block in the tool call it ran during, or where its first message is.
 
 import type { SubagentErrorEvent, SubagentStartedEvent } from '@ag-ui/client';
 import { type Json, el, keptDetails } from './dom';
@@ -116,8 +116,9 @@ export class Layout {
     const parentScope = new Map<string, string>();
     for (const id of ids) {
       const s = tree.get(id);
-      if (s?.parentToolCallId && calls.has(s.parentToolCallId)) {
-        this.push(this.underCall, s.parentToolCallId, id);
+      const call = s ? s.parentToolCallId : openCallAround(messages, id);
+      if (call && calls.has(call)) {
+        this.push(this.underCall, call, id);
         continue;
       }
       parentScope.set(id, s?.parentSubagentRunId && ids.has(s.parentSubagentRunId) ? s.parentSubagentRunId : TOP);
@@ -201,6 +202,23 @@ export class Layout {
     if (list) list.push(value);
     else map.set(key, [value]);
   }
+}
+
+/**
+ * For a subagent nothing is known about: the tool call it most likely ran in, the last call made
+ * before its first message whose result is stored after it (a stored thread keeps that order).
+ */
+function openCallAround(messages: Json[], id: string): string | undefined {
+  const first = messages.findIndex((m) => m.subagentRunId === id);
+  for (let i = first - 1; i >= 0; i--) {
+    const m = messages[i];
+    if (m.subagentRunId === id) continue;
+    for (const c of [...(m.toolCalls ?? [])].reverse()) {
+      const result = messages.findIndex((r) => r.role === 'tool' && r.toolCallId === c?.id);
+      if (result > first) return c.id;
+    }
+  }
+  return undefined;
 }
 
 const STATUS_LABEL: Record<SubagentStatus, string> = { running: 'running', finished: 'done', error: 'failed', stopped: 'stopped' };
