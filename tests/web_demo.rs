@@ -1,7 +1,8 @@
 /// The web demo at `/` works in a real browser: headless Chromium (Debian's `chromium`, driven
 /// by `playwright-core`) acts as a user for every AG-UI feature the page shows, on the embedded
-/// default demo agent (a reload mid-answer included); the committed build matches its sources;
-/// the README's reconnect example works with the real client.
+/// default demo agent (a reload mid-answer, nested subagents and the protobuf switch included);
+/// the committed build matches its sources; the README's reconnect example works with the real
+/// client.
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
@@ -107,7 +108,7 @@ async fn every_feature_works_in_headless_chromium() {
         out.status.success(),
         "web demo e2e failed:\n{stdout}\n{stderr}"
     );
-    assert!(stdout.contains("17 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("20 passed, 0 failed"), "{stdout}");
 }
 
 /// The README's "Reconnect" example, run by Node with the real `@ag-ui/client` as an app would

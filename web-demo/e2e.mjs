@@ -83,6 +83,67 @@ async function checkLongAnswer(page, ctx) {
   check(ctx.requests.length === 1, `${ctx.requests.length} runs were started (the page should re-attach, not ask again)`);
 }
 
+const DELEGATE_ANSWER = 'My research assistant worked it out: The result is 391';
+const RESEARCHER = '[data-tool=ask_researcher] [data-testid=subagent][data-name="Research assistant"]';
+const EXECUTOR = `${RESEARCHER} > .subagent-body > [data-testid=subagent][data-name=executor]`;
+
+/** What the page shows of a delegate run: the blocks, cards and plan, in document order. */
+async function delegateShape(page) {
+  return page.evaluate(() => {
+    const depth = (e) => {
+      let d = 0;
+      for (let p = e.parentElement; p; p = p.parentElement) if (p.dataset?.testid === 'subagent') d++;
+      return d;
+    };
+    const items = [];
+    for (const e of document.querySelectorAll('#messages [data-testid]')) {
+      const t = e.dataset.testid;
+      if (t === 'subagent') items.push(`${depth(e)} subagent ${e.dataset.name} ${e.dataset.status}`);
+      else if (t === 'tool-card') items.push(`${depth(e)} tool ${e.dataset.tool} ${e.querySelector('[data-testid=tool-result]')?.textContent ?? ''}`);
+      else if (t === 'plan-step') items.push(`${depth(e)} step ${e.textContent} ${e.dataset.status}`);
+      else if (t === 'reasoning') items.push(`${depth(e)} reasoning ${e.querySelector('div')?.textContent}`);
+      else if (t === 'msg-assistant' || t === 'msg-user') items.push(`${depth(e)} ${t} ${e.querySelector('.bubble')?.textContent ?? ''}`);
+    }
+    return items;
+  });
+}
+
+/** Checks the end of a delegate run: the researcher inside the ask_researcher call, its plan done, the executor inside it with the calculator call, the answer. */
+async function checkDelegate(page) {
+  await waitForText(page, '[data-testid=msg-assistant] .bubble', DELEGATE_ANSWER);
+  await idle(page);
+  const researcher = page.locator(RESEARCHER);
+  check((await researcher.count()) === 1, `${await researcher.count()} Research assistant blocks in the ask_researcher card`);
+  check((await researcher.getAttribute('data-status')) === 'finished', `the researcher is ${await researcher.getAttribute('data-status')}`);
+  check((await researcher.locator('summary').first().innerText()).includes('Plans the work'), 'the researcher block does not say what it is for');
+  const steps = await researcher.getByTestId('plan-step').evaluateAll((es) => es.map((e) => [e.querySelector('.step-text').textContent, e.dataset.status]));
+  check(JSON.stringify(steps) === JSON.stringify([['calculate 17*23', 'completed']]), `plan steps: ${JSON.stringify(steps)}`);
+  check((await researcher.getByTestId('plan-count').innerText()) === '1 of 1 done', 'the plan does not say it is done');
+  const executor = page.locator(EXECUTOR);
+  check((await executor.count()) === 1, 'no executor block inside the researcher');
+  check((await executor.getAttribute('data-status')) === 'finished', `the executor is ${await executor.getAttribute('data-status')}`);
+  check((await executor.locator('[data-tool=calculator] [data-testid=tool-result]').innerText()) === '391', 'the calculator call is not inside the executor');
+  check((await executor.getByTestId('reasoning').count()) === 1, 'the executor has no reasoning panel');
+  check((await researcher.locator(':scope > .subagent-body > [data-testid=msg-assistant]').innerText()).includes('The result is 391'), "the researcher's answer is not in its block");
+  // The nested work stays in its blocks: the top level has the question, the hand-over and the answer.
+  const top = await page.locator('#messages > [data-testid^=msg-]').evaluateAll((es) => es.map((e) => e.dataset.testid));
+  check(JSON.stringify(top) === JSON.stringify(['msg-user', 'msg-assistant', 'msg-assistant']), `top level: ${JSON.stringify(top)}`);
+  check((await lastAssistantText(page)) === DELEGATE_ANSWER, `last answer: ${await lastAssistantText(page)}`);
+  check((await page.locator('[data-tool=ask_researcher] > [data-testid=tool-result]').innerText()) === 'The result is 391', "the ask_researcher call's result is missing");
+}
+
+/** The encoding the gateway answers an explicit protobuf Accept with ('' when it has none). */
+async function gatewayProtoType() {
+  const res = await fetch(`${base}/agents/demo/agui`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/vnd.ag-ui.event+proto' },
+    body: JSON.stringify({ threadId: `probe-${Date.now()}`, runId: 'probe', messages: [{ id: 'u', role: 'user', content: 'hi' }] }),
+  });
+  const type = res.headers.get('content-type') || '';
+  await res.arrayBuffer();
+  return type;
+}
+
 const SCENARIOS = [
   {
     name: 'agentic chat: streamed markdown',
@@ -357,6 +418,93 @@ const SCENARIOS = [
       check((await page.getByTestId('error').count()) === 0, 'an error is shown');
       check(await page.evaluate((thread) => localStorage.getItem(`agui-demo-run:${thread}`) === null, thread), 'the dead checkpoint is kept');
       check(ctx.requests.length === 2 && ctx.requests[1].messages.length === 0, 'the stored thread was not asked for');
+    },
+  },
+  {
+    name: 'subagents: delegate draws the researcher and its executor nested, with a live plan',
+    async run(page) {
+      await page.evaluate(() => {
+        window.__seen = new Set();
+        new MutationObserver(() => {
+          for (const e of document.querySelectorAll('[data-testid=plan-step], [data-testid=subagent]')) window.__seen.add(`${e.dataset.testid}:${e.dataset.status}`);
+        }).observe(document.getElementById('messages'), { childList: true, subtree: true });
+      });
+      await say(page, 'delegate 17*23');
+      await checkDelegate(page);
+      const seen = await page.evaluate(() => [...window.__seen]);
+      check(seen.includes('plan-step:in_progress') && seen.includes('subagent:running'), `not drawn live: ${JSON.stringify(seen)}`);
+      await page.locator('#messages').evaluate((e) => (e.scrollTop = 0));
+      await page.screenshot({ path: join(shots, 'delegate-nested-subagents.png') });
+      await page.locator(RESEARCHER).screenshot({ path: join(shots, 'delegate-researcher-block.png') });
+      // Collapsing a block keeps it collapsed while the page redraws; a reload draws the same tree.
+      await page.locator(`${EXECUTOR} > summary`).click();
+      check(!(await page.locator(EXECUTOR).evaluate((d) => d.open)), 'the executor block did not collapse');
+      const shape = await delegateShape(page);
+      await page.reload();
+      await checkDelegate(page);
+      const restored = await delegateShape(page);
+      check(JSON.stringify(restored) === JSON.stringify(shape), `after a reload:\n${restored.join('\n')}\nbefore:\n${shape.join('\n')}`);
+      // A thread stored elsewhere (no record of the subagents): flat blocks in the call they ran
+      // during, nothing lost.
+      await page.evaluate(() => {
+        for (const k of Object.keys(localStorage)) if (k.startsWith('agui-demo-subagents:')) localStorage.removeItem(k);
+      });
+      await page.reload();
+      await waitForText(page, '[data-testid=msg-assistant] .bubble', DELEGATE_ANSWER);
+      await idle(page);
+      const flat = page.locator('[data-tool=ask_researcher] > [data-testid=subagent]');
+      check((await flat.count()) === 2 && (await page.getByTestId('subagent').count()) === 2, `${await flat.count()} subagent blocks in the call without the record`);
+      check((await flat.locator('[data-tool=calculator] [data-testid=tool-result]').innerText()) === '391', 'the calculator call is lost without the record');
+      check((await flat.locator('[data-testid=plan-step][data-status=completed]').count()) === 1, 'the plan is lost without the record');
+      await page.locator('#messages').evaluate((e) => (e.scrollTop = 0));
+      await page.screenshot({ path: join(shots, 'delegate-without-the-record.png') });
+    },
+  },
+  {
+    name: 'subagents: a reload during a delegate run re-attaches and ends right',
+    async run(page, ctx) {
+      await say(page, 'delegate 17*23');
+      await page.locator(RESEARCHER).waitFor({ timeout: TIMEOUT });
+      await page.reload();
+      await checkDelegate(page);
+      check(ctx.requests.length === 1, `${ctx.requests.length} runs were started (the page should re-attach, not ask again)`);
+      const answers = await page.getByTestId('msg-assistant').locator('.bubble').allInnerTexts();
+      check(answers.filter((t) => t === DELEGATE_ANSWER).length === 1, `answers: ${JSON.stringify(answers)}`);
+    },
+  },
+  {
+    name: 'protobuf switch: the delegate run arrives as protobuf and shows the same',
+    async run(page, ctx) {
+      const accepts = [];
+      page.on('request', (r) => {
+        if (r.url().includes('/agui')) accepts.push(`${r.method()} ${r.headers().accept}`);
+      });
+      await say(page, 'delegate 17*23');
+      await checkDelegate(page);
+      check((await page.getByTestId('encoding').getAttribute('data-encoding')) === 'sse', 'SSE is not shown as the encoding');
+      const overSse = await delegateShape(page);
+      await page.getByTestId('new-chat').click();
+      await page.getByTestId('proto-toggle').check();
+      await say(page, 'delegate 17*23');
+      await checkDelegate(page);
+      const overProto = await delegateShape(page);
+      check(JSON.stringify(overProto) === JSON.stringify(overSse), `over protobuf:\n${overProto.join('\n')}\nover SSE:\n${overSse.join('\n')}`);
+      const asked = accepts.filter((a) => a.startsWith('POST'));
+      check(asked.length === 2 && !asked[0].includes('proto') && asked[1].includes('application/vnd.ag-ui.event+proto'), `Accept headers: ${JSON.stringify(asked)}`);
+      // The gateway streams protobuf when it has the encoding; one without it answers SSE (the
+      // page asks for either), and the page must say which it got.
+      const served = await gatewayProtoType();
+      const want = served.startsWith('application/vnd.ag-ui.event+proto') ? 'protobuf' : 'sse';
+      if (want === 'sse') console.log(`  note: this gateway answers a protobuf Accept with ${served}: only the SSE fallback is checked`);
+      check((await page.getByTestId('encoding').getAttribute('data-encoding')) === want, `the page shows ${await page.getByTestId('encoding').innerText()}, the gateway streams ${want}`);
+      await page.screenshot({ path: join(shots, 'protobuf-switch.png') });
+      // The choice is kept; a reload restores the thread in that encoding.
+      await page.reload();
+      await waitForText(page, '[data-testid=msg-assistant] .bubble', DELEGATE_ANSWER);
+      await idle(page);
+      check(await page.getByTestId('proto-toggle').isChecked(), 'the switch was not kept');
+      check((await page.getByTestId('encoding').getAttribute('data-encoding')) === want, 'the restored thread came in another encoding');
+      check(ctx.requests.length === 3, `${ctx.requests.length} runs`);
     },
   },
   {

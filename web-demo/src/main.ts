@@ -8,20 +8,29 @@
 // - shared state: a recipe both the user and the agent edit;
 // - predictive state: a document that fills in from a tool's streaming arguments (PredictState);
 // - reasoning in a collapsible panel, image upload, and a reload that restores the thread;
-// - a reload in the middle of a run re-attaches to it and the answer goes on (./reconnect).
+// - a reload in the middle of a run re-attaches to it and the answer goes on (./reconnect);
+// - subagents drawn nested under the tool call that spawned them (./subagents), and activities:
+//   a plan checklist, tool progress, search sources (./activities);
+// - a switch to receive the stream in the AG-UI protobuf encoding instead of SSE.
 
 import type { AgentSubscriber } from '@ag-ui/client';
+import { activityNode, toolCallOf } from './activities';
+import { type Json, el, keptDetails } from './dom';
 import { renderMarkdown } from './markdown';
 import { parsePartialJson } from './partial-json';
 import { type Checkpoint, ReconnectingAgent, RunKeeper } from './reconnect';
-
-type Json = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+import { Layout, SubagentTree, subagentBlock } from './subagents';
 
 const params = new URLSearchParams(location.search);
 const AGENT_URL = params.get('agent') || '/agents/demo/agui';
 const THREAD_KEY = `agui-demo-thread:${AGENT_URL}`;
 const stateKey = (thread: string) => `agui-demo-state:${thread}`;
 const runKey = (thread: string) => `agui-demo-run:${thread}`;
+const subagentsKey = (thread: string) => `agui-demo-subagents:${thread}`;
+const ENCODING_KEY = 'agui-demo-encoding';
+/** Asks for the AG-UI protobuf encoding, SSE when the gateway does not stream it. */
+const PROTO_ACCEPT = 'application/vnd.ag-ui.event+proto, text/event-stream';
+const PROTO_TYPE = 'application/vnd.ag-ui.event+proto';
 
 const DEFAULT_STATE = {
   recipe: {
@@ -89,6 +98,16 @@ const AUTO_ANSWERED = new Set(['change_background', 'generate_haiku']);
 
 let threadId = localStorage.getItem(THREAD_KEY) || crypto.randomUUID();
 let agent: ReconnectingAgent;
+/** What the SUBAGENT_* events of this thread said (kept for a reload). */
+let subagents: SubagentTree;
+/** How this render places the messages (subagents nested, activities in their tool's card). */
+let layout: Layout;
+/** The text and reasoning messages streaming now. */
+const streaming = new Set<string>();
+/** Collapsible blocks the user opened or closed, by key (kept across re-renders). */
+const openDetails = new Map<string, boolean>();
+/** The encoding the last stream arrived in ('' before the first). */
+let lastEncoding: 'sse' | 'protobuf' | '' = '';
 /** Where the page is in the run it receives, kept for a reload. */
 const keeper = new RunKeeper(() => agent, () => runKey(threadId));
 let running = false;
@@ -123,8 +142,30 @@ function saveState() {
   localStorage.setItem(stateKey(threadId), JSON.stringify(agent.state));
 }
 
+function wantsProto() {
+  return localStorage.getItem(ENCODING_KEY) === 'proto';
+}
+
+/** fetch, noting which encoding each event stream (a run, a replay) arrived in. */
+async function noteEncoding(url: string, init: RequestInit): Promise<Response> {
+  const res = await fetch(url, init);
+  const type = res.headers.get('content-type') ?? '';
+  if (res.ok && (type.startsWith(PROTO_TYPE) || type.startsWith('text/event-stream'))) {
+    lastEncoding = type.startsWith(PROTO_TYPE) ? 'protobuf' : 'sse';
+    renderEncoding();
+  }
+  return res;
+}
+
 function makeAgent(thread: string) {
-  agent = new ReconnectingAgent({ url: AGENT_URL, threadId: thread, initialState: loadState(thread) });
+  agent = new ReconnectingAgent({
+    url: AGENT_URL,
+    threadId: thread,
+    initialState: loadState(thread),
+    headers: wantsProto() ? { Accept: PROTO_ACCEPT } : {},
+    fetch: noteEncoding,
+  });
+  subagents = new SubagentTree(subagentsKey(thread));
   localStorage.setItem(THREAD_KEY, thread);
 }
 
@@ -136,13 +177,6 @@ function scheduleRender() {
     frame = 0;
     render();
   });
-}
-
-function el(tag: string, attrs: Record<string, string> = {}, ...children: (Node | string)[]) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
-  for (const c of children) e.append(c);
-  return e;
 }
 
 function textOf(content: Json): string {
@@ -165,6 +199,24 @@ function resultFor(callId: string): Json | undefined {
 
 function argsOf(call: Json): Json {
   return liveArgs.get(call.id)?.args ?? parseJson(call.function?.arguments ?? '') ?? {};
+}
+
+/** A tool call's card, then what the call spawned: its activities and subagents. */
+function toolCallNodes(call: Json, depth: number): HTMLElement[] {
+  const card = toolCard(call);
+  const activities = layout.activitiesOf(call.id).map(activityNode).filter((n): n is HTMLElement => !!n);
+  const spawned = layout.spawnedBy(call.id).map((id) => subagentNode(id, depth + 1));
+  if (!card.classList.contains('tool-card')) return [card, ...activities, ...spawned];
+  // In a backend tool's card: before its result, which they lead to.
+  const result = card.querySelector('.tool-result, .citations');
+  for (const n of [...activities, ...spawned]) card.insertBefore(n, result);
+  return [card];
+}
+
+function subagentNode(id: string, depth: number): HTMLElement {
+  // Bad data could nest without end: deep enough is drawn flat.
+  const body = depth > 8 ? [] : drawEntries(layout.inside(id), depth);
+  return subagentBlock(layout.info(id), body, openDetails);
 }
 
 function toolCard(call: Json): HTMLElement {
@@ -201,7 +253,10 @@ function toolCard(call: Json): HTMLElement {
   if (argText) card.append(el('code', { class: 'tool-args', 'data-testid': 'tool-args' }, argText));
   if (result) {
     const hits = parseJson(result.content);
-    if (Array.isArray(hits) && hits.every((h) => h && typeof h.snippet === 'string')) {
+    const sourcesShown = layout.activitiesOf(call.id).some((a) => a.activityType === 'citations');
+    if (sourcesShown) {
+      // The search's citations activity lists them.
+    } else if (Array.isArray(hits) && hits.length && hits.every((h) => h && typeof h.snippet === 'string')) {
       const list = el('ol', { class: 'citations', 'data-testid': 'citations' });
       hits.forEach((h: Json) => {
         list.append(el('li', {}, el('strong', {}, h.title || h.id), el('span', {}, ` ${h.snippet} `), el('cite', {}, `[${h.index}/${h.id}]`)));
@@ -258,11 +313,12 @@ function stepsCard(call: Json, args: Json, result: Json): HTMLElement {
   return card;
 }
 
-function messageNode(m: Json, streamingId: string | undefined): HTMLElement | null {
+function messageNode(m: Json, depth: number): HTMLElement | null {
   if (m.role === 'tool' || m.role === 'system' || m.role === 'developer') return null;
+  if (m.role === 'activity') return activityNode(m);
   if (m.role === 'reasoning') {
-    const d = el('details', { class: 'reasoning', 'data-testid': 'reasoning' });
-    d.append(el('summary', {}, m.id === streamingId ? 'Thinking…' : 'Reasoning'), el('div', {}, textOf(m.content)));
+    const d = keptDetails(openDetails, `reasoning:${m.id}`, false, { class: 'reasoning', 'data-testid': 'reasoning' });
+    d.append(el('summary', {}, streaming.has(m.id) ? 'Thinking…' : 'Reasoning'), el('div', {}, textOf(m.content)));
     return d;
   }
   const node = el('div', { class: `msg ${m.role}`, 'data-testid': `msg-${m.role}` });
@@ -280,19 +336,28 @@ function messageNode(m: Json, streamingId: string | undefined): HTMLElement | nu
   const text = textOf(m.content);
   if (text) {
     const bubble = el('div', { class: 'bubble markdown' });
-    bubble.innerHTML = renderMarkdown(text) + (m.id === streamingId ? '<span class="cursor">▍</span>' : '');
+    bubble.innerHTML = renderMarkdown(text) + (streaming.has(m.id) ? '<span class="cursor">▍</span>' : '');
     node.append(bubble);
   }
-  for (const call of m.toolCalls ?? []) node.append(toolCard(call));
+  for (const call of m.toolCalls ?? []) node.append(...toolCallNodes(call, depth));
   return node.childElementCount ? node : null;
+}
+
+/** Draws a scope's messages and subagent blocks (the top level, or inside a subagent). */
+function drawEntries(entries: ReturnType<Layout['top']>, depth: number): HTMLElement[] {
+  const nodes: HTMLElement[] = [];
+  for (const e of entries) {
+    const n = e.kind === 'message' ? messageNode(e.message, depth) : subagentNode(e.id, depth + 1);
+    if (n) nodes.push(n);
+  }
+  return nodes;
 }
 
 function render() {
   const list = $('#messages');
   const messages: Json[] = agent.messages;
-  const last = messages[messages.length - 1];
-  const streamingId = running && last && last.role !== 'user' ? last.id : undefined;
-  list.replaceChildren(...messages.map((m) => messageNode(m, streamingId)).filter((n): n is HTMLElement => !!n));
+  layout = new Layout(messages, subagents, toolCallOf);
+  list.replaceChildren(...drawEntries(layout.top(), 0));
   if (!messages.length) list.append(el('div', { class: 'empty' }, 'Say hello to see what the demo agent can do.'));
   for (const n of notes) list.append(el('div', { class: n.kind, 'data-testid': n.kind }, n.text));
   list.scrollTop = list.scrollHeight;
@@ -401,6 +466,12 @@ function renderControls() {
   );
 }
 
+function renderEncoding() {
+  const badge = $('#encoding');
+  badge.textContent = lastEncoding === 'protobuf' ? '⇣ protobuf' : lastEncoding === 'sse' ? '⇣ SSE' : '';
+  badge.dataset.encoding = lastEncoding;
+}
+
 function showError(message: string) {
   notes.push({ kind: 'error', text: message });
   scheduleRender();
@@ -412,7 +483,23 @@ function showError(message: string) {
 function handlers(): AgentSubscriber {
   return {
     onMessagesChanged: scheduleRender,
+    onTextMessageStartEvent: ({ event }) => void streaming.add(event.messageId),
     onTextMessageContentEvent: () => scheduleRender(),
+    onTextMessageEndEvent: ({ event }) => void streaming.delete(event.messageId),
+    onReasoningMessageStartEvent: ({ event }) => void streaming.add(event.messageId),
+    onReasoningMessageEndEvent: ({ event }) => void streaming.delete(event.messageId),
+    onSubagentStartedEvent: ({ event }) => {
+      subagents.started(event);
+      scheduleRender();
+    },
+    onSubagentFinishedEvent: ({ event }) => {
+      subagents.finished(event.subagentRunId);
+      scheduleRender();
+    },
+    onSubagentErrorEvent: ({ event }) => {
+      subagents.failed(event);
+      scheduleRender();
+    },
     onToolCallStartEvent: ({ event }) => {
       liveArgs.set(event.toolCallId, { name: event.toolCallName, args: {} });
       scheduleRender();
@@ -486,6 +573,8 @@ async function receive(start: () => Promise<unknown>) {
     if (stopped) showNotice('Stopped.');
     running = false;
     liveArgs.clear();
+    streaming.clear();
+    subagents.interrupted();
     saveState();
     render();
   }
@@ -544,9 +633,11 @@ function newChat() {
     keeper.end();
   }
   localStorage.removeItem(`agui-demo-bg:${threadId}`);
+  localStorage.removeItem(subagentsKey(threadId));
   threadId = crypto.randomUUID();
   document.body.style.background = '';
   checklist.clear();
+  openDetails.clear();
   notes.length = 0;
   makeAgent(threadId);
   render();
@@ -585,6 +676,13 @@ function wire() {
     stopping = agent.stopRun();
   });
   $('#new-chat').addEventListener('click', newChat);
+  const proto = $('#proto') as HTMLInputElement;
+  proto.checked = wantsProto();
+  proto.addEventListener('change', () => {
+    localStorage.setItem(ENCODING_KEY, proto.checked ? 'proto' : 'sse');
+    // From the next request on (a run, a replay).
+    agent.headers = proto.checked ? { Accept: PROTO_ACCEPT } : {};
+  });
   $('#input').addEventListener('keydown', (e) => {
     const k = e as KeyboardEvent;
     if (k.key === 'Enter' && !k.shiftKey) {

@@ -60,6 +60,16 @@ export class ReconnectingAgent extends HttpAgent {
     return super.runAgent({ ...parameters, runId: this.runId }, subscriber);
   }
 
+  /**
+   * HttpAgent 1.0.0 always asks for SSE (its Accept comes after `headers`): here an `Accept` in
+   * `headers` wins, so an app can ask for the protobuf encoding. The client reads either, by the
+   * response's content type.
+   */
+  protected requestInit(input: RunAgentInput): RequestInit {
+    const init = super.requestInit(input);
+    return { ...init, headers: { ...(init.headers as Record<string, string>), ...this.headers } };
+  }
+
   connectAgent(parameters?: RunAgentParameters, subscriber?: AgentSubscriber) {
     this.abortController = new AbortController();
     this.replayGone = false;
@@ -71,7 +81,7 @@ export class ReconnectingAgent extends HttpAgent {
     this.preamble = resumed.length;
     const replay = runHttpRequest(() =>
       this.fetch(`${this.url}/runs/${encodeURIComponent(this.runId)}/events`, {
-        headers: { ...this.headers, Accept: 'text/event-stream', 'Last-Event-ID': String(this.lastEventId) },
+        headers: { Accept: 'text/event-stream', ...this.headers, 'Last-Event-ID': String(this.lastEventId) },
         signal: this.abortController.signal,
       }),
     );
