@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use crate::protocol::encode::{event_json, now_ms, sse_frame};
+use crate::protocol::encode::{Wire, now_ms};
 use crate::protocol::events::{Envelope, Event, Outcome, TokenUsage, ToolResultContent};
 use crate::protocol::verify::{Verifier, Violation};
 use crate::runs::eventlog::EventLog;
@@ -55,6 +55,8 @@ pub struct Emitter {
     /// keeps its connection alive but stops reading (an HTTP/2 stream whose window it never
     /// opens) must not hold the run and its upstream call.
     stall: Option<std::time::Duration>,
+    /// How frames are encoded for the client (SSE unless it asked for protobuf).
+    wire: Wire,
 }
 
 /// A cause of cancellation and what the run's `RUN_ERROR` says when it is the cause.
@@ -81,7 +83,14 @@ impl Emitter {
             cancel_reasons: Vec::new(),
             error_code: None,
             stall: None,
+            wire: Wire::Sse,
         }
+    }
+
+    /// Frames events for the client as `wire` (the replay log keeps JSON either way).
+    pub fn with_wire(mut self, wire: Wire) -> Self {
+        self.wire = wire;
+        self
     }
 
     /// Counts the client as gone once it has taken no frame for `stall` while the channel is
@@ -214,12 +223,15 @@ impl Emitter {
         self.seq += 1;
         let terminal = matches!(event, Event::RunFinished { .. } | Event::RunError { .. });
         // One scan of the encoded event for known secrets (an upstream quoting the key in an
-        // error, a tool echoing its token), before the client or the replay log sees it.
-        let json = crate::redact::redact_json_text(event_json(&Envelope {
-            event,
-            timestamp: Some(now_ms()),
-        }));
-        let frame = sse_frame(self.seq, &json);
+        // error, a tool echoing its token), before the client or the replay log sees it; the
+        // frame carries the redacted content in either encoding.
+        let (json, frame) = self.wire.encode(
+            self.seq,
+            Envelope {
+                event,
+                timestamp: Some(now_ms()),
+            },
+        );
         if let Some(log) = &self.log {
             log.push(self.seq, &json).await;
         }
