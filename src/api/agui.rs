@@ -197,6 +197,10 @@ pub(crate) async fn start(
         ..Report::default()
     };
     let ids = (input.thread_id.clone(), input.run_id.clone());
+    // Clients before AG-UI 1.0 get SSE even when they ask for protobuf: their schema lacks
+    // events the gateway sends (TOOL_CALL_RESULT, the REASONING_* events), and they pick their
+    // parser by the response's content type, so SSE is what they can read.
+    let wire = if input.is_v1() { wire } else { Wire::Sse };
     let (tx, rx) = mpsc::channel(state.settings.channel_capacity);
     let run: RunFuture;
     let cancel = CancellationToken::new();
