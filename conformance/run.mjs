@@ -23,6 +23,16 @@
 //     thread/run ids echoed;
 //   - the scenario's own assertions on events and agent.messages.
 //
+// Every scenario runs twice per client: over SSE (the default) and asking for the
+// AG-UI protobuf encoding (`Accept: application/vnd.ag-ui.event+proto`). The 1.0.0
+// client then gets protobuf frames (decoded by @ag-ui/client itself, picked by the
+// response content type; the harness decodes the raw frames with @ag-ui/proto for
+// its wire checks), and the events it delivers must equal those of the SSE run
+// (ids, timestamps and how deltas were split aside). The 0.0.58 client's protobuf
+// schema lacks TOOL_CALL_RESULT and the REASONING_* events, so the gateway answers
+// pre-1.0 clients with SSE even when they ask for protobuf: its protobuf runs
+// check exactly that (content type text/event-stream) and the same equality.
+//
 // Exit code 0 if every scenario passes, 1 otherwise. The last line of output is
 // "<n> passed, <m> failed".
 //
@@ -33,6 +43,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { HttpAgent as HttpAgentV1 } from '@ag-ui/client';
 import { HttpAgent as HttpAgentV0 } from 'agui0';
+import { AGUI_MEDIA_TYPE, decode as decodeProto } from '@ag-ui/proto';
 
 // The 1.0.0 client only *warns* about stripped material; never let the
 // environment silence those warnings.
@@ -46,10 +57,15 @@ function installedVersion(pkgDir) {
   return JSON.parse(readFileSync(url, 'utf8')).version;
 }
 
+// `proto`: whether the gateway answers this client's protobuf request with protobuf.
 const CLIENTS = [
-  { version: '1.0.0', HttpAgent: HttpAgentV1, pkg: '@ag-ui/client', modern: true },
-  { version: '0.0.58', HttpAgent: HttpAgentV0, pkg: 'agui0', modern: false },
+  { version: '1.0.0', HttpAgent: HttpAgentV1, pkg: '@ag-ui/client', modern: true, proto: true },
+  { version: '0.0.58', HttpAgent: HttpAgentV0, pkg: 'agui0', modern: false, proto: false },
 ];
+
+const SSE_CONTENT_TYPE = 'text/event-stream';
+// @ag-ui/client refuses a protobuf message larger than this.
+const MAX_PROTO_MESSAGE = 10 * 1024 * 1024;
 
 // The demo model's scripted reasoning signature (base64 of "scripted-signature").
 const DEMO_REASONING_SIGNATURE = 'c2NyaXB0ZWQtc2lnbmF0dXJl';
@@ -233,6 +249,83 @@ function parseSse(text) {
   return { events, problems };
 }
 
+// Split a protobuf body into its frames (4-byte big-endian length, then one
+// ag_ui.Event) and decode each with @ag-ui/proto, strictly.
+function parseProto(bytes) {
+  const problems = [];
+  const events = [];
+  let at = 0;
+  while (at < bytes.length) {
+    if (bytes.length - at < 4) {
+      problems.push(`wire: ${bytes.length - at} trailing bytes, not a frame`);
+      break;
+    }
+    const len = new DataView(bytes.buffer, bytes.byteOffset + at, 4).getUint32(0, false);
+    if (len > MAX_PROTO_MESSAGE) {
+      problems.push(`wire: a ${len}-byte message is over the client's limit`);
+      break;
+    }
+    if (at + 4 + len > bytes.length) {
+      problems.push(`wire: the body ends inside a ${len}-byte frame`);
+      break;
+    }
+    try {
+      events.push(decodeProto(bytes.subarray(at + 4, at + 4 + len)));
+    } catch (e) {
+      problems.push(`wire: frame ${events.length} does not decode: ${errText(e)}`);
+    }
+    at += 4 + len;
+  }
+  return { events, problems };
+}
+
+// A run's delivered events with what legitimately differs between two runs of
+// one scenario taken out: timestamps, ids (the gateway's and the harness's,
+// named by order of first appearance, also where they appear inside other
+// strings), and how a text, reasoning or argument stream was split into deltas.
+function comparable(events) {
+  const ids = new Map();
+  const collect = (v, key) => {
+    if (typeof v === 'string') {
+      if (key && (key === 'id' || /Ids?$/.test(key)) && v.length > 0 && !ids.has(v)) ids.set(v, `<id${ids.size}>`);
+    } else if (Array.isArray(v)) v.forEach((x) => collect(x, key));
+    else if (v && typeof v === 'object') for (const [k, x] of Object.entries(v)) collect(x, k);
+  };
+  events.forEach((e) => collect(e));
+  const known = [...ids.keys()].sort((a, b) => b.length - a.length);
+  const rename = (v) => {
+    if (typeof v === 'string') return known.reduce((t, id) => t.split(id).join(ids.get(id)), v);
+    if (Array.isArray(v)) return v.map(rename);
+    if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, rename(x)]));
+    return v;
+  };
+  const merged = [];
+  for (const ev of events) {
+    const { timestamp, ...rest } = ev;
+    const prev = merged[merged.length - 1];
+    const key = { TEXT_MESSAGE_CONTENT: 'messageId', REASONING_MESSAGE_CONTENT: 'messageId', TOOL_CALL_ARGS: 'toolCallId' }[ev.type];
+    if (key && prev?.type === ev.type && prev[key] === ev[key]) prev.delta += ev.delta;
+    else merged.push(rest);
+  }
+  return merged.map(rename);
+}
+
+// The protobuf trace must deliver what the SSE trace delivered, run by run.
+function compareTraces(sse, proto) {
+  if (sse.runs.length !== proto.runs.length) return `SSE made ${sse.runs.length} runs, protobuf ${proto.runs.length}`;
+  for (let i = 0; i < sse.runs.length; i++) {
+    const a = comparable(sse.runs[i].events);
+    const b = comparable(proto.runs[i].events);
+    if (a.length !== b.length) return `${proto.runs[i].label}: SSE delivered ${a.length} events, protobuf ${b.length}`;
+    for (let j = 0; j < a.length; j++) {
+      if (!deepEqual(a[j], b[j])) {
+        return `${proto.runs[i].label}: event ${j} differs: SSE ${trunc(canonicalJson(a[j]), 300)} vs protobuf ${trunc(canonicalJson(b[j]), 300)}`;
+      }
+    }
+  }
+  return undefined;
+}
+
 function describeEvent(ev) {
   const bits = [ev.type];
   switch (ev.type) {
@@ -294,8 +387,11 @@ console.error = (...args) => {
 };
 
 function makeAgent(client, threadId, initialMessages, trace) {
-  // Wrap fetch to capture the exact request body and tee the raw response.
+  // Wrap fetch to capture the exact request body and tee the raw response; a
+  // protobuf trace asks for protobuf (HttpAgent always sends
+  // `Accept: text/event-stream`, whatever its headers say).
   const fetchWrapper = async (url, init) => {
+    if (trace.encoding === 'proto') init = { ...init, headers: { ...init.headers, Accept: AGUI_MEDIA_TYPE } };
     const rec = { url: String(url), request: undefined, status: undefined, contentType: undefined, rawText: undefined };
     trace.http.push(rec);
     try {
@@ -308,9 +404,10 @@ function makeAgent(client, threadId, initialMessages, trace) {
     rec.contentType = res.headers.get('content-type');
     if (!res.body) return res;
     const [forClient, forUs] = res.body.tee();
-    rec.rawPromise = new Response(forUs).text().then(
-      (t) => {
-        rec.rawText = t;
+    rec.rawPromise = new Response(forUs).arrayBuffer().then(
+      (b) => {
+        rec.rawBytes = new Uint8Array(b);
+        rec.rawText = new TextDecoder().decode(rec.rawBytes);
       },
       (e) => {
         rec.rawError = errText(e);
@@ -386,12 +483,13 @@ async function doRun(agent, trace, params, label) {
     run.http = rec;
     if (rec.rawPromise) await Promise.race([rec.rawPromise, new Promise((r) => setTimeout(r, 2000))]);
     if (rec.status !== 200) run.problems.push(`HTTP status ${rec.status}`);
-    if (!/^text\/event-stream\b/i.test(rec.contentType || '')) {
-      run.problems.push(`content-type is ${JSON.stringify(rec.contentType)}, expected text/event-stream`);
+    const expected = trace.contentType;
+    if (expected === SSE_CONTENT_TYPE ? !/^text\/event-stream\b/i.test(rec.contentType || '') : rec.contentType !== expected) {
+      run.problems.push(`content-type is ${JSON.stringify(rec.contentType)}, expected ${expected}`);
     }
     if (rec.rawError) run.problems.push(`reading raw body failed: ${rec.rawError}`);
-    if (typeof rec.rawText === 'string') {
-      const { events, problems } = parseSse(rec.rawText);
+    if (rec.rawBytes) {
+      const { events, problems } = rec.contentType === AGUI_MEDIA_TYPE ? parseProto(rec.rawBytes) : parseSse(rec.rawText);
       run.wire = events;
       run.problems.push(...problems);
       run.problems.push(...checkEventList(events, 'wire', run));
@@ -1092,31 +1190,39 @@ async function main() {
         if (scenario.versions && !scenario.versions.includes(client.version)) continue;
         if (!!scenario.per !== per) continue;
         if (scenario.demoOnly && !path.includes('/demo/')) continue;
-        const trace = { url, runs: [], http: [], messages: undefined };
-        const ctx = {
-          trace,
-          agent: (initialMessages) => makeAgent(client, randomUUID(), initialMessages, trace),
-        };
-        let failure;
-        if (installed !== client.version) {
-          failure = `installed ${client.pkg} is ${installed}, expected ${client.version} (run npm ci)`;
-        } else {
-          try {
-            await scenario.run(client, ctx);
-          } catch (e) {
-            failure = e instanceof ScenarioFailure ? e.message : `harness error: ${errText(e)}`;
-            if (!(e instanceof ScenarioFailure) && e?.stack) trace.harnessStack = e.stack;
+        let sseTrace;
+        for (const encoding of ['sse', 'proto']) {
+          const contentType = encoding === 'proto' && client.proto ? AGUI_MEDIA_TYPE : SSE_CONTENT_TYPE;
+          const trace = { url, encoding, contentType, runs: [], http: [], messages: undefined };
+          const ctx = {
+            trace,
+            agent: (initialMessages) => makeAgent(client, randomUUID(), initialMessages, trace),
+          };
+          let failure;
+          if (installed !== client.version) {
+            failure = `installed ${client.pkg} is ${installed}, expected ${client.version} (run npm ci)`;
+          } else {
+            try {
+              await scenario.run(client, ctx);
+            } catch (e) {
+              failure = e instanceof ScenarioFailure ? e.message : `harness error: ${errText(e)}`;
+              if (!(e instanceof ScenarioFailure) && e?.stack) trace.harnessStack = e.stack;
+            }
           }
-        }
-        if (failure === undefined) {
-          passed++;
-          console.log(`PASS ${client.version} ${scenario.name}${label}`);
-          if (VERBOSE) printTrace(trace);
-        } else {
-          failed++;
-          console.log(`FAIL ${client.version} ${scenario.name}${label}: ${failure}`);
-          printTrace(trace);
-          if (trace.harnessStack) console.log(trace.harnessStack.replace(/^/gm, '    '));
+          if (encoding === 'sse') sseTrace = failure === undefined ? trace : undefined;
+          else if (failure === undefined && sseTrace === undefined) failure = 'the SSE run failed: nothing to compare with';
+          else if (failure === undefined) failure = compareTraces(sseTrace, trace);
+          const name = `${client.version} ${scenario.name} [${encoding}]${label}`;
+          if (failure === undefined) {
+            passed++;
+            console.log(`PASS ${name}`);
+            if (VERBOSE) printTrace(trace);
+          } else {
+            failed++;
+            console.log(`FAIL ${name}: ${failure}`);
+            printTrace(trace);
+            if (trace.harnessStack) console.log(trace.harnessStack.replace(/^/gm, '    '));
+          }
         }
       }
     }

@@ -13,12 +13,15 @@
 //!   and 10,000 concurrent runs: CPU per token and per run, wake-ups and syscalls per token,
 //!   RSS per run;
 //! - time to first event;
+//! - the encoding phase ([`encoding`]): bytes and gateway CPU per token streamed as SSE and as
+//!   the AG-UI protobuf encoding;
 //! - RSS after each of several waves of runs whose clients leave mid-stream (it must level
 //!   off: nothing a cancelled run held may stay behind).
 //!
 //! Figures only: nothing here asserts a timing (the machines are shared and noisy).
 
 mod compare;
+mod encoding;
 mod paced;
 
 pub use compare::{CompareOptions, compare};
@@ -68,7 +71,13 @@ pub struct BenchOptions {
     pub paced_tps: u64,
     /// The gateway binary (this executable by default).
     pub gateway_bin: PathBuf,
-    /// The phases to run: `latency`, `paced`, `throughput`, `memory`, `churn`.
+    /// The encodings the encoding phase compares: `sse`, `proto`.
+    pub encodings: Vec<String>,
+    /// Concurrent runs of the encoding phase.
+    pub encoding_runs: usize,
+    /// Tokens per run in the encoding phase (at `paced_tps`).
+    pub encoding_tokens: usize,
+    /// The phases to run: `latency`, `paced`, `encoding`, `throughput`, `memory`, `churn`.
     pub phases: Vec<String>,
 }
 
@@ -89,9 +98,13 @@ impl Default for BenchOptions {
             paced_tokens: 100,
             paced_tps: 20,
             gateway_bin: std::env::current_exe().unwrap_or_else(|_| "agui-gateway".into()),
+            encodings: vec!["sse".into(), "proto".into()],
+            encoding_runs: 100,
+            encoding_tokens: 100,
             phases: vec![
                 "latency".into(),
                 "paced".into(),
+                "encoding".into(),
                 "throughput".into(),
                 "memory".into(),
                 "churn".into(),
@@ -717,6 +730,18 @@ pub async fn run(opts: BenchOptions) -> anyhow::Result<()> {
             tokens: opts.paced_tokens,
             tps: opts.paced_tps,
             fd_limit,
+        })
+        .await;
+    }
+    if opts.phases.iter().any(|p| p == "encoding") {
+        encoding::run(encoding::Encoding {
+            http: &http,
+            gw: &gw,
+            up: &up,
+            encodings: &opts.encodings,
+            runs: opts.encoding_runs,
+            tokens: opts.encoding_tokens,
+            tps: opts.paced_tps,
         })
         .await;
     }

@@ -7,7 +7,7 @@
 //! - `listen`: the accept loop; hyper serves HTTP/1.x and HTTP/2 (told apart by a peek), with
 //!   the connection cap and every connection's timeouts.
 //! - [`api`]: axum handlers (`/agents/{id}/agui`, `/healthz`, `/agents`) and [`api::ApiError`].
-//! - [`protocol`]: the AG-UI wire format: events, input, SSE framing, the verifier.
+//! - [`protocol`]: the AG-UI wire format: events, input, SSE and protobuf framing, the verifier.
 //! - [`runs`]: the registry of active runs (one per thread) and the [`runs::Emitter`] every
 //!   event leaves through.
 //! - [`conversation`]: the unified message model and the conversion from AG-UI.

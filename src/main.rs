@@ -56,7 +56,10 @@ enum Command {
         /// Upstream tokens per second per run in the paced phase (one frame per token).
         #[arg(long)]
         tps: Option<u64>,
-        /// Run only these phases (latency, paced, throughput, memory, churn).
+        /// The encodings the encoding phase compares: sse, proto, or both.
+        #[arg(long, default_value = "both", value_parser = ["sse", "proto", "both"])]
+        encoding: String,
+        /// Run only these phases (latency, paced, encoding, throughput, memory, churn).
         #[arg(long, value_delimiter = ',')]
         only: Option<Vec<String>>,
         /// Tokens per reply in the throughput phase.
@@ -198,6 +201,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             paced_levels,
             tps,
             only,
+            encoding,
             throughput_tokens,
             churn_waves,
             upstream,
@@ -231,6 +235,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             if let Some(only) = only {
                 opts.phases = only;
+            }
+            if encoding != "both" {
+                opts.encodings = vec![encoding];
             }
             if let Some(g) = gateway {
                 opts.gateway_bin = g;

@@ -1,6 +1,7 @@
 //! `POST /agents/{id}/agui`: validate the `RunAgentInput` (4xx JSON before any streaming),
-//! register the run, and stream its events as SSE with keep-alives, the loop driven from the
-//! response body ([`super::stream`]).
+//! register the run, and stream its events as SSE with keep-alives (or, when `Accept` asks for
+//! it, in the AG-UI protobuf encoding), the loop driven from the response body
+//! ([`super::stream`]).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -19,7 +20,7 @@ use super::stream::{Disconnect, RunDriver, RunFuture, SseBody};
 use super::{ApiError, owner};
 use crate::AppState;
 use crate::agent::{Agent, Report};
-use crate::protocol::encode::{KEEP_ALIVE, SSE_CONTENT_TYPE, sse_frame};
+use crate::protocol::encode::Wire;
 use crate::protocol::input;
 use crate::protocol::input::RunAgentInput;
 use crate::runs::Emitter;
@@ -30,6 +31,7 @@ pub async fn run_agent(
     State(state): State<AppState>,
     Path(agent_id): Path<String>,
     caller: Option<axum::Extension<crate::api::auth::Caller>>,
+    headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     if state.runs.is_shutting_down() {
@@ -63,12 +65,27 @@ pub async fn run_agent(
     })?;
     check_tools(&agent, &input)?;
     check_limits(&state, &input)?;
+    let wire = wire(&headers)?;
     let who = owner::principal(&state, caller.as_deref());
     // The in-memory admission first: a request refused for load costs no store I/O.
     let permit = admit(&state, caller.as_deref()).map_err(refused)?;
     owner::claim_run(&state, &who, &agent, &input).await?;
-    let started = start(&state, agent, input, permit, who.name).await;
-    Ok(sse_response(&state, started))
+    let started = start(&state, agent, input, permit, who.name, wire).await;
+    Ok(stream_response(&state, started))
+}
+
+/// The encoding the request's `Accept` header asks for ([`Wire::negotiate`]).
+pub(crate) fn wire(
+    headers: &axum::http::HeaderMap,
+) -> Result<Wire, crate::protocol::encode::NotAcceptable> {
+    // A header that is not text (or repeated) is read as its first readable value.
+    let accept = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect::<Vec<_>>()
+        .join(",");
+    Wire::negotiate(Some(&accept))
 }
 
 /// Takes a place for a new run under the gateway's and the caller's limits.
@@ -134,12 +151,14 @@ pub(crate) fn check_tools(agent: &Agent, input: &RunAgentInput) -> Result<(), Ap
 /// report once it ends.
 pub(crate) struct Started {
     rx: mpsc::Receiver<Bytes>,
-    /// The run's loop: driven from the response body by [`sse_response`], spawned by
+    /// The run's loop: driven from the response body by [`stream_response`], spawned by
     /// [`Started::finish`].
     run: Option<RunFuture>,
     cancel: CancellationToken,
     thread_id: String,
     run_id: String,
+    /// How its frames are encoded.
+    wire: Wire,
     /// The run's report, sent when it has ended and its thread is released.
     pub done: oneshot::Receiver<Report>,
 }
@@ -162,13 +181,15 @@ impl Started {
 }
 
 /// Registers the run (one per thread, across gateways) and makes its loop; `owner` is the
-/// principal recorded for it (checked by [`owner::claim_run`] beforehand).
+/// principal recorded for it (checked by [`owner::claim_run`] beforehand); its frames are
+/// encoded as `wire`.
 pub(crate) async fn start(
     state: &AppState,
     agent: Arc<Agent>,
     input: RunAgentInput,
     permit: RunPermit,
     owner: String,
+    wire: Wire,
 ) -> Started {
     let (done_tx, done) = oneshot::channel();
     let failed = |code: &str, message: String| Report {
@@ -176,10 +197,15 @@ pub(crate) async fn start(
         ..Report::default()
     };
     let ids = (input.thread_id.clone(), input.run_id.clone());
+    // Clients before AG-UI 1.0 get SSE even when they ask for protobuf: their schema lacks
+    // events the gateway sends (TOOL_CALL_RESULT, the REASONING_* events), and they pick their
+    // parser by the response's content type, so SSE is what they can read.
+    let wire = if input.is_v1() { wire } else { Wire::Sse };
     let (tx, rx) = mpsc::channel(state.settings.channel_capacity);
     let run: RunFuture;
     let cancel = CancellationToken::new();
     let mut emitter = Emitter::new(tx, input.is_v1())
+        .with_wire(wire)
         .with_stall_timeout(Duration::from_secs(state.settings.write_timeout_secs))
         .with_cancel_reason(
             state.runs.shutdown_flag(),
@@ -295,18 +321,21 @@ pub(crate) async fn start(
         cancel,
         thread_id: ids.0,
         run_id: ids.1,
+        wire,
         done,
     }
 }
 
-/// Streams a started run as SSE with keep-alives; the client leaving cancels (or detaches) it.
-pub(crate) fn sse_response(state: &AppState, started: Started) -> Response {
+/// Streams a started run (SSE with keep-alives, or protobuf frames); the client leaving
+/// cancels (or detaches) it.
+pub(crate) fn stream_response(state: &AppState, started: Started) -> Response {
     let Started {
         rx,
         run,
         cancel,
         thread_id,
         run_id,
+        wire,
         ..
     } = started;
     let stall = Duration::from_secs(state.settings.write_timeout_secs);
@@ -320,12 +349,13 @@ pub(crate) fn sse_response(state: &AppState, started: Started) -> Response {
             .detach_on_disconnect
             .then(|| (Arc::clone(&state.runs), thread_id, run_id)),
     };
+    let keepalive = wire.keep_alive().map(|frame| (keepalive, frame));
     let mut resp =
         Body::from_stream(SseBody::new(rx, driver, keepalive, disconnect)).into_response();
     let h = resp.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static(SSE_CONTENT_TYPE),
+        HeaderValue::from_static(wire.content_type()),
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
@@ -452,6 +482,7 @@ pub async fn run_events(
     caller: Option<axum::Extension<crate::api::auth::Caller>>,
     headers: axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
+    let wire = wire(&headers)?;
     let after = match headers
         .get("last-event-id")
         .map(|v| v.to_str().map(|s| s.trim().parse::<u64>()))
@@ -499,7 +530,7 @@ pub async fn run_events(
                 quiet = Duration::ZERO;
                 for (seq, json) in batch {
                     last = seq;
-                    yield Ok::<Bytes, Infallible>(sse_frame(seq, &json));
+                    yield Ok::<Bytes, Infallible>(wire.frame_logged(seq, &json));
                 }
                 continue;
             }
@@ -521,7 +552,7 @@ pub async fn run_events(
                 false => {
                     if let Ok(rest) = log.frames_after(&*store, &run_id, last).await {
                         for (seq, json) in rest {
-                            yield Ok(sse_frame(seq, &json));
+                            yield Ok(wire.frame_logged(seq, &json));
                         }
                     }
                     return;
@@ -531,7 +562,9 @@ pub async fn run_events(
             quiet += FOLLOW_POLL;
             if quiet >= keepalive {
                 quiet = Duration::ZERO;
-                yield Ok(Bytes::from_static(KEEP_ALIVE));
+                if let Some(frame) = wire.keep_alive() {
+                    yield Ok(frame);
+                }
             }
         }
     };
@@ -539,7 +572,7 @@ pub async fn run_events(
     let h = resp.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static(SSE_CONTENT_TYPE),
+        HeaderValue::from_static(wire.content_type()),
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     Ok(resp)

@@ -56,6 +56,9 @@ pub enum ApiError {
     /// The store did not answer, so the request could not be checked or taken; retry later.
     #[error("the store is unavailable; retry shortly")]
     StoreUnavailable(String),
+    /// The `Accept` header refuses both encodings the stream comes in.
+    #[error(transparent)]
+    NotAcceptable(#[from] crate::protocol::encode::NotAcceptable),
     /// A server fault.
     #[error("internal error")]
     Internal(String),
@@ -198,6 +201,7 @@ impl IntoResponse for ApiError {
             ApiError::TooManyRuns(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_runs"),
             ApiError::Overloaded(_) => (StatusCode::SERVICE_UNAVAILABLE, "overloaded"),
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            ApiError::NotAcceptable(_) => (StatusCode::NOT_ACCEPTABLE, "not_acceptable"),
             ApiError::StoreUnavailable(detail) => {
                 tracing::warn!(%detail, "store unavailable before a run could start");
                 (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable")

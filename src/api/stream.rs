@@ -25,11 +25,14 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
 
-use crate::protocol::encode::KEEP_ALIVE;
 use crate::runs::RunManager;
 
 /// A run's loop, from registration to release.
 pub(crate) type RunFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A deadline far enough away to stand for "never" (an `Instant` plus `Duration::MAX`
+/// overflows).
+const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// The most bytes of waiting frames joined into one write.
 const COALESCE_BYTES: usize = 64 * 1024;
@@ -149,7 +152,8 @@ impl Drop for Disconnect {
     }
 }
 
-/// The response body: frames from the run, a keep-alive comment after each quiet interval.
+/// The response body: frames from the run, a keep-alive frame (SSE's comment) after each quiet
+/// interval if the encoding has one.
 /// Dropping it (client gone) hands the loop to its own task and drops the [`Disconnect`]
 /// guard (which cancels or detaches the run).
 pub(crate) struct SseBody {
@@ -160,22 +164,26 @@ pub(crate) struct SseBody {
     /// frame cost a timer-wheel insert and removal per token).
     quiet: Pin<Box<Sleep>>,
     last: Instant,
-    keepalive: Duration,
+    /// The quiet interval and the frame sent after it; none for an encoding without one.
+    keepalive: Option<(Duration, Bytes)>,
     _disconnect: Disconnect,
 }
 
 impl SseBody {
-    /// The body of a run sending into `rx`, driving its loop through `driver` if given.
+    /// The body of a run sending into `rx`, driving its loop through `driver` if given, with
+    /// a keep-alive frame after each quiet interval if `keepalive` gives one.
     pub(crate) fn new(
         rx: mpsc::Receiver<Bytes>,
         driver: Option<Arc<RunDriver>>,
-        keepalive: Duration,
+        keepalive: Option<(Duration, Bytes)>,
         disconnect: Disconnect,
     ) -> Self {
+        // Without keep-alives the timer is never polled.
+        let first = keepalive.as_ref().map_or(Duration::MAX, |(d, _)| *d);
         Self {
             rx,
             driver,
-            quiet: Box::pin(tokio::time::sleep(keepalive)),
+            quiet: Box::pin(tokio::time::sleep_until(Instant::now() + first.min(FAR))),
             last: Instant::now(),
             keepalive,
             _disconnect: disconnect,
@@ -223,18 +231,21 @@ impl Stream for SseBody {
                 Poll::Ready(None) => return Poll::Ready(None),
                 Poll::Pending => {}
             }
+            let Some((every, frame)) = &this.keepalive else {
+                return Poll::Pending;
+            };
             if this.quiet.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
             }
-            let due = this.last + this.keepalive;
+            let due = this.last + *every;
             if Instant::now() < due {
                 // Frames went out since the timer was set: wait the rest.
                 this.quiet.as_mut().reset(due);
                 continue;
             }
             this.last = Instant::now();
-            this.quiet.as_mut().reset(this.last + this.keepalive);
-            return Poll::Ready(Some(Ok(Bytes::from_static(KEEP_ALIVE))));
+            this.quiet.as_mut().reset(this.last + *every);
+            return Poll::Ready(Some(Ok(frame.clone())));
         }
     }
 }

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use crate::protocol::encode::{event_json, now_ms, sse_frame};
+use crate::protocol::encode::{Wire, now_ms};
 use crate::protocol::events::{Envelope, Event, Outcome, TokenUsage, ToolResultContent};
 use crate::protocol::verify::{Owner, Verifier, Violation};
 use crate::runs::eventlog::EventLog;
@@ -72,6 +72,8 @@ pub struct Emitter {
     /// Tool-call ids of nested runs renamed because this run already used them, by the
     /// nested run (its subagent id) and its id.
     renamed: HashMap<(String, String), String>,
+    /// How frames are encoded for the client (SSE unless it asked for protobuf).
+    wire: Wire,
 }
 
 /// A cause of cancellation and what the run's `RUN_ERROR` says when it is the cause.
@@ -110,7 +112,14 @@ impl Emitter {
             stall: None,
             folded: HashSet::new(),
             renamed: HashMap::new(),
+            wire: Wire::Sse,
         }
+    }
+
+    /// Frames events for the client as `wire` (the replay log keeps JSON either way).
+    pub fn with_wire(mut self, wire: Wire) -> Self {
+        self.wire = wire;
+        self
     }
 
     /// Counts the client as gone once it has taken no frame for `stall` while the channel is
@@ -313,13 +322,16 @@ impl Emitter {
         self.seq += 1;
         let terminal = matches!(event, Event::RunFinished { .. } | Event::RunError { .. });
         // One scan of the encoded event for known secrets (an upstream quoting the key in an
-        // error, a tool echoing its token), before the client or the replay log sees it.
-        let json = crate::redact::redact_json_text(event_json(&Envelope {
-            event,
-            subagent: by,
-            timestamp: Some(now_ms()),
-        }));
-        let frame = sse_frame(self.seq, &json);
+        // error, a tool echoing its token), before the client or the replay log sees it; the
+        // frame carries the redacted content in either encoding.
+        let (json, frame) = self.wire.encode(
+            self.seq,
+            Envelope {
+                event,
+                subagent: by,
+                timestamp: Some(now_ms()),
+            },
+        );
         if let Some(log) = &self.log {
             log.push(self.seq, &json).await;
         }

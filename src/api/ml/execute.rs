@@ -19,6 +19,7 @@ use crate::agent::{Agent, Report};
 use crate::api::auth::Principal;
 use crate::api::{agui, owner};
 use crate::conversation::standard::{self, InputType};
+use crate::protocol::encode::Wire;
 use crate::protocol::input::{self, RunAgentInput};
 use crate::store::docs::{Doc, DocKind};
 
@@ -398,6 +399,7 @@ pub async fn execute(
         prepared.input.clone(),
         permit,
         who.name,
+        Wire::Sse,
     )
     .await;
     let report = started.finish().await;
@@ -438,6 +440,7 @@ async fn start_task(
         prepared.input.clone(),
         permit,
         owner,
+        Wire::Sse,
     )
     .await;
     let memory_id = prepared.memory_id.clone();
@@ -491,12 +494,14 @@ pub async fn get_task(
     }
 }
 
-/// `POST /_plugins/_ml/agents/{id}/_execute/stream`: AG-UI SSE, for a `RunAgentInput` (what
-/// `HttpAgent` posts) or an execute body with the standard `input` / `parameters`.
+/// `POST /_plugins/_ml/agents/{id}/_execute/stream`: AG-UI SSE (or the AG-UI protobuf
+/// encoding, when `Accept` asks for it), for a `RunAgentInput` (what `HttpAgent` posts) or an
+/// execute body with the standard `input` / `parameters`.
 pub async fn execute_stream(
     State(state): State<AppState>,
     Path(id): Path<String>,
     caller: Option<axum::Extension<crate::api::auth::Caller>>,
+    headers: axum::http::HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, MlError> {
     let bytes = body.map_err(|e| {
@@ -508,6 +513,7 @@ pub async fn execute_stream(
     })?;
     let agent = agent(&state, &id).await?;
     let who = owner::principal(&state, caller.as_deref());
+    let wire = agui::wire(&headers)?;
     let value = json_body(Ok(bytes.clone()))?;
     let is_agui = ["threadId", "runId", "messages"]
         .iter()
@@ -521,8 +527,8 @@ pub async fn execute_stream(
     };
     let permit = admit(&state, caller.as_deref())?;
     owner::claim_run(&state, &who, &agent, &run).await?;
-    let started = agui::start(&state, agent, run, permit, who.name).await;
-    Ok(agui::sse_response(&state, started))
+    let started = agui::start(&state, agent, run, permit, who.name, wire).await;
+    Ok(agui::stream_response(&state, started))
 }
 
 /// Refuses a run the AG-UI endpoint would refuse (tool name clashes, size limits); `prefix`

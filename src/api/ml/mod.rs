@@ -57,6 +57,9 @@ pub enum MlError {
     /// The caller's key has its limit of runs going.
     #[error("{0}")]
     TooManyRuns(String),
+    /// The `Accept` header refuses both encodings the stream comes in.
+    #[error(transparent)]
+    NotAcceptable(#[from] crate::protocol::encode::NotAcceptable),
     /// A server fault; logged, answered without internals.
     #[error("internal error")]
     Internal(String),
@@ -83,6 +86,7 @@ impl IntoResponse for MlError {
             MlError::Upstream { .. } => (StatusCode::BAD_GATEWAY, "remote_service_exception"),
             MlError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             MlError::TooManyRuns(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_requests"),
+            MlError::NotAcceptable(_) => (StatusCode::NOT_ACCEPTABLE, "not_acceptable"),
             MlError::Internal(detail) => {
                 tracing::error!(%detail, "internal error");
                 (StatusCode::INTERNAL_SERVER_ERROR, "internal_error")
