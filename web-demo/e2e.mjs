@@ -132,12 +132,13 @@ async function checkDelegate(page) {
   check((await page.locator('[data-tool=ask_researcher] > [data-testid=tool-result]').innerText()) === 'The result is 391', "the ask_researcher call's result is missing");
 }
 
-/** The encoding the gateway answers an explicit protobuf Accept with ('' when it has none). */
+/** The content type the gateway answers an explicit protobuf Accept with. */
 async function gatewayProtoType() {
   const res = await fetch(`${base}/agents/demo/agui`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/vnd.ag-ui.event+proto' },
-    body: JSON.stringify({ threadId: `probe-${Date.now()}`, runId: 'probe', messages: [{ id: 'u', role: 'user', content: 'hi' }] }),
+    // A 1.0 client: older ones get SSE whatever they ask for (their schema lacks events).
+    body: JSON.stringify({ threadId: `probe-${Date.now()}`, runId: 'probe', protocolVersion: '1.0', messages: [{ id: 'u', role: 'user', content: 'hi' }] }),
   });
   const type = res.headers.get('content-type') || '';
   await res.arrayBuffer();
@@ -491,11 +492,10 @@ const SCENARIOS = [
       check(JSON.stringify(overProto) === JSON.stringify(overSse), `over protobuf:\n${overProto.join('\n')}\nover SSE:\n${overSse.join('\n')}`);
       const asked = accepts.filter((a) => a.startsWith('POST'));
       check(asked.length === 2 && !asked[0].includes('proto') && asked[1].includes('application/vnd.ag-ui.event+proto'), `Accept headers: ${JSON.stringify(asked)}`);
-      // The gateway streams protobuf when it has the encoding; one without it answers SSE (the
-      // page asks for either), and the page must say which it got.
+      // The gateway streams protobuf to a 1.0 client that asks, and the page says so.
       const served = await gatewayProtoType();
-      const want = served.startsWith('application/vnd.ag-ui.event+proto') ? 'protobuf' : 'sse';
-      if (want === 'sse') console.log(`  note: this gateway answers a protobuf Accept with ${served}: only the SSE fallback is checked`);
+      check(served.startsWith('application/vnd.ag-ui.event+proto'), `the gateway answers a protobuf Accept with ${served}`);
+      const want = 'protobuf';
       check((await page.getByTestId('encoding').getAttribute('data-encoding')) === want, `the page shows ${await page.getByTestId('encoding').innerText()}, the gateway streams ${want}`);
       await page.screenshot({ path: join(shots, 'protobuf-switch.png') });
       // The choice is kept; a reload restores the thread in that encoding.
