@@ -10,7 +10,9 @@ pub mod prompt;
 pub mod react;
 pub mod registry;
 pub mod spec;
-pub mod usage;
+
+/// Token accounting lives with the runs (a nested run's ledger travels up its side channel).
+pub use crate::runs::usage;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -21,7 +21,7 @@ use crate::model::{ModelError, ModelEvent, ModelRequest, StopReason, Usage, medi
 use crate::protocol::events::{EncryptedSubtype, Event, Outcome, ToolResultContent};
 use crate::protocol::input::RunAgentInput;
 use crate::protocol::verify::Violation;
-use crate::runs::nested::SIDE_CAPACITY;
+use crate::runs::nested::{SIDE_CAPACITY, SideEvent};
 use crate::runs::{EmitError, Emitter};
 use crate::store::{Store, StoreError};
 use crate::tools::builtin::apply_ops;
@@ -939,6 +939,15 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// What a tool sent while it worked: events to stream, a nested run's model calls to count.
+    async fn take_side(&mut self, side: SideEvent) -> Result<(), Halt> {
+        match side {
+            SideEvent::Usage(ledger) => self.usage.absorb(ledger),
+            other => self.emitter.side(other).await?,
+        }
+        Ok(())
+    }
+
     /// Runs a turn's backend calls concurrently, streaming each result as it completes, and
     /// returns the result blocks in call order.
     async fn run_backend(&mut self, calls: &[&Call]) -> Result<Vec<ContentBlock>, Halt> {
@@ -974,14 +983,14 @@ impl Run<'_> {
             };
             let (i, out) = match next {
                 Err(side) => {
-                    self.emitter.side(side).await?;
+                    self.take_side(side).await?;
                     continue;
                 }
                 Ok(None) => break,
                 Ok(Some(done)) => done,
             };
             while let Ok(side) = side_rx.try_recv() {
-                self.emitter.side(side).await?;
+                self.take_side(side).await?;
             }
             if out.is_error {
                 tracing::info!(tool = %calls[i].name, "backend tool returned an error result");

@@ -219,6 +219,8 @@ impl Emitter {
         match event {
             SideEvent::Nested { sub, event, by } => self.relay(&sub, event, by).await,
             SideEvent::Emit(event) => self.emit(event).await,
+            // Accounting is the run loop's (see `agent::react`); nothing to stream.
+            SideEvent::Usage(_) => Ok(()),
         }
     }
 

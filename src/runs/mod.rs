@@ -5,6 +5,7 @@ pub mod eventlog;
 pub mod limits;
 pub mod nested;
 pub mod transcript;
+pub mod usage;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -55,6 +55,9 @@ pub enum SideEvent {
     },
     /// An event the tool sends on the run's behalf (an activity: progress, citations).
     Emit(Event),
+    /// The model calls a nested run made, for the run's own accounting (`RUN_FINISHED.usage`,
+    /// `token_usage`).
+    Usage(crate::runs::usage::Ledger),
 }
 
 /// The sending side of a run's side channel.

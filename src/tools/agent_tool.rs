@@ -14,7 +14,7 @@ use crate::agent::registry::Agents;
 use crate::connector::{Invalid, invalid};
 use crate::conversation::ToolSpec;
 use crate::runs::Emitter;
-use crate::runs::nested::Subagent;
+use crate::runs::nested::{SideEvent, Subagent};
 
 /// How deep agents may call agents (an agent reaching itself stops here at the latest).
 pub const MAX_DEPTH: u32 = 5;
@@ -104,18 +104,25 @@ impl AgentTool {
         let report = match ctx.side {
             // Streamed as a subagent of the calling run.
             Some(side) => {
+                let accounts = side.clone();
                 let sub = Subagent {
                     description: Some(agent.description.clone()).filter(|d| !d.is_empty()),
                     parent_tool_call_id: Some(ctx.tool_call_id.clone()),
                     ..Subagent::new(agent.name.clone())
                 };
                 let mut emitter = Emitter::nested(side, Arc::new(sub));
-                DEPTH
+                let mut report = DEPTH
                     .scope(
                         depth + 1,
                         crate::agent::drive(&agent, &input, &mut emitter, cancel, None),
                     )
-                    .await
+                    .await;
+                // Its model calls are the calling run's to report.
+                let usage = std::mem::take(&mut report.usage);
+                if !usage.is_empty() {
+                    let _ = accounts.send(SideEvent::Usage(usage)).await;
+                }
+                report
             }
             // Nowhere to stream: only the answer counts.
             None => {
