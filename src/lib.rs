@@ -43,6 +43,8 @@ pub mod redact;
 #[cfg(feature = "server")]
 pub mod runs;
 #[cfg(feature = "server")]
+pub mod settings;
+#[cfg(feature = "server")]
 pub mod store;
 #[cfg(feature = "server")]
 pub mod telemetry;

@@ -436,6 +436,24 @@ pub fn is_loopback_origin(origin: &[u8]) -> bool {
     }
 }
 
+/// Reads a response body up to `max` bytes; `true` when there was more.
+pub async fn read_capped(
+    resp: reqwest::Response,
+    max: usize,
+) -> Result<(Vec<u8>, bool), reqwest::Error> {
+    use futures::StreamExt;
+    let mut body = Vec::new();
+    let mut stream = resp.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        body.extend_from_slice(&chunk?);
+        if body.len() > max {
+            body.truncate(max);
+            return Ok((body, true));
+        }
+    }
+    Ok((body, false))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

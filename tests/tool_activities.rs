@@ -10,7 +10,7 @@ mod ml_fakes;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use agui_gateway::tools::builtin::apply_ops;
+use agui_gateway::runs::patch::apply_ops;
 use agui_gateway::tools::mcp_demo::DemoServer;
 use common::*;
 use rmcp::model::{

@@ -22,9 +22,9 @@ use crate::protocol::events::{EncryptedSubtype, Event, Outcome, ToolResultConten
 use crate::protocol::input::RunAgentInput;
 use crate::protocol::verify::Violation;
 use crate::runs::nested::{SIDE_CAPACITY, SideEvent};
+use crate::runs::patch::apply_ops;
 use crate::runs::{EmitError, Emitter};
 use crate::store::{Store, StoreError};
-use crate::tools::builtin::apply_ops;
 use crate::tools::{StateUpdate, ToolContext, ToolOutput};
 
 /// Why a run stopped early.

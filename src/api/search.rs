@@ -126,7 +126,7 @@ async fn create_index(
             });
         }
         if let Some(f) = &spec.field
-            && !crate::config::valid_name(f)
+            && !crate::settings::valid_name(f)
         {
             return Err(ApiError::BadRequest {
                 field: "embedding.field".into(),

@@ -11,10 +11,12 @@ pub mod auth;
 mod model;
 mod tools;
 
-pub use model::{AwsCredentials, ModelConfig, ProviderConfig, RetryPolicy};
+pub use crate::model::bedrock::AwsCredentials;
+pub use crate::model::retry::RetryPolicy;
+pub use model::{ModelConfig, ProviderConfig};
 use model::{ModelFile, resolve_model};
 use tools::resolve_tool;
-pub use tools::{ToolConfig, ToolKind, from_table, tool_from_json};
+pub use tools::{ToolConfig, ToolKind, tool_from_json};
 
 /// The configuration used when no file is given: a demo agent on the scripted model.
 pub const DEFAULT_CONFIG: &str = include_str!("../../config/default.toml");
@@ -23,6 +25,7 @@ pub const DEMO_FIXTURE: &str = include_str!("../../fixtures/demo.json");
 const EMBEDDED: &str = "<embedded default config>";
 
 pub use crate::redact::Secret;
+pub use crate::settings::{check_url, from_table, valid_name};
 
 /// A configuration problem, naming where it is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -859,23 +862,6 @@ impl Config {
             opensearch,
         })
     }
-}
-
-/// Names the model and URLs see: the OpenAI function-name rule.
-pub fn valid_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 64
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-}
-
-/// Checks that `u` is an http(s) URL.
-pub fn check_url(u: &str) -> Result<String, String> {
-    let parsed = url::Url::parse(u).map_err(|e| format!("{u:?} is not a valid URL: {e}"))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(format!("{u:?} must be an http or https URL"));
-    }
-    Ok(u.to_string())
 }
 
 pub(super) fn env_secret(

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{DEMO_FIXTURE, Fail, Secret, check_url, env_secret};
+use super::{AwsCredentials, DEMO_FIXTURE, Fail, RetryPolicy, Secret, check_url, env_secret};
 use crate::model::scripted::Fixture;
 
 #[derive(Debug, Deserialize)]
@@ -119,38 +119,6 @@ pub enum ProviderConfig {
     /// A registered model's user-written connector, called through its own `request_body`
     /// as ml-commons does (only registrations make these).
     Connector(Box<crate::connector::llm::ConnectorModel>),
-}
-
-/// Static AWS credentials.
-#[derive(Debug, Clone)]
-pub struct AwsCredentials {
-    /// Access key id.
-    pub access_key: Secret,
-    /// Secret access key.
-    pub secret_key: Secret,
-    /// Session token for temporary credentials.
-    pub session_token: Option<Secret>,
-}
-
-/// How model calls that fail before their first token are retried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Retries after the first attempt (0 disables).
-    pub max_retries: u32,
-    /// Backoff before the first retry; doubled each time, with jitter.
-    pub initial_backoff_ms: u64,
-    /// Cap of one backoff.
-    pub max_backoff_ms: u64,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self {
-            max_retries: 2,
-            initial_backoff_ms: 500,
-            max_backoff_ms: 8_000,
-        }
-    }
 }
 
 /// An agent's model.

@@ -6,7 +6,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Fail, Secret, check_url, env_secret, valid_name};
+use super::{Fail, Secret, check_url, env_secret, from_table, valid_name};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -155,14 +155,6 @@ impl ToolConfig {
 }
 
 pub(super) const BUILTINS: &[&str] = &["calculator", "publish", "state"];
-
-/// Reads a table into `T`, naming the key of any problem.
-pub fn from_table<T: serde::de::DeserializeOwned>(
-    table: toml::Table,
-) -> Result<T, (String, String)> {
-    serde_path_to_error::deserialize(toml::Value::Table(table))
-        .map_err(|e| (e.path().to_string(), e.inner().to_string()))
-}
 
 /// A tool entry of the agent API (the config file's shape, as JSON). It reads no environment
 /// variables and starts no local processes: those belong to whoever writes the config file.

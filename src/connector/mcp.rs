@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::template::{Escape, render};
 use super::{Invalid, invalid};
-use crate::config::Secret;
+use crate::redact::Secret;
 use crate::tools::mcp::{McpConfig, McpTransport};
 
 /// The MCP protocols of connectors.

@@ -8,7 +8,27 @@ use std::time::Duration;
 use futures::StreamExt;
 
 use super::{ModelError, ModelRequest, ModelStream, Provider};
-use crate::config::RetryPolicy;
+
+/// How model calls that fail before their first token are retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt (0 disables).
+    pub max_retries: u32,
+    /// Backoff before the first retry; doubled each time, with jitter.
+    pub initial_backoff_ms: u64,
+    /// Cap of one backoff.
+    pub max_backoff_ms: u64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: 2,
+            initial_backoff_ms: 500,
+            max_backoff_ms: 8_000,
+        }
+    }
+}
 
 /// Whether a failure before the first event is worth another attempt.
 pub fn retryable(e: &ModelError) -> bool {

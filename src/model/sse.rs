@@ -116,7 +116,7 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(feature = "server")]
 /// Reads at most `cap` bytes of a body, lossily as text.
 pub async fn read_capped(resp: reqwest::Response, cap: usize) -> String {
-    match crate::tools::read_capped(resp, cap).await {
+    match crate::outbound::read_capped(resp, cap).await {
         Ok((body, _)) => String::from_utf8_lossy(&body).into_owned(),
         Err(_) => String::new(),
     }

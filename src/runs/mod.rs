@@ -4,6 +4,7 @@ pub mod emitter;
 pub mod eventlog;
 pub mod limits;
 pub mod nested;
+pub mod patch;
 pub mod transcript;
 pub mod usage;
 

@@ -215,7 +215,7 @@ impl Transcript {
                 if let Some(i) = self.find(message_id)
                     && let Some(content) = self.messages[i].get_mut("content")
                 {
-                    match crate::tools::builtin::apply_ops(content, patch) {
+                    match super::patch::apply_ops(content, patch) {
                         Ok(next) => *content = next,
                         Err(e) => {
                             tracing::warn!(activity = %message_id, error = %e, "activity patch did not apply")

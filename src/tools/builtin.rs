@@ -295,7 +295,7 @@ impl StateTool {
             let ops = vec![
                 json!({"op": "add", "path": format!("/{}", pointer_segment(k)), "value": value}),
             ];
-            let next = apply_ops(&current, &ops)?;
+            let next = crate::runs::patch::apply_ops(&current, &ops)?;
             return Ok((next, StateUpdate::Delta(ops)));
         }
         match (args.get("set"), args.get("ops")) {
@@ -307,22 +307,12 @@ impl StateTool {
                 Ok((next.clone(), StateUpdate::Snapshot(next)))
             }
             (None, Some(Value::Array(ops))) => {
-                let next = apply_ops(&current, ops)?;
+                let next = crate::runs::patch::apply_ops(&current, ops)?;
                 Ok((next, StateUpdate::Delta(ops.clone())))
             }
             _ => Err("Give either `set` (an object of top-level keys) or `ops` (a JSON Patch array), not both.".into()),
         }
     }
-}
-
-/// `state` after `ops`, or why they do not apply.
-pub fn apply_ops(state: &Value, ops: &[Value]) -> Result<Value, String> {
-    let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops.to_vec()))
-        .map_err(|e| format!("Invalid JSON Patch: {e}"))?;
-    let mut next = state.clone();
-    json_patch::patch(&mut next, &patch)
-        .map_err(|e| format!("The change does not apply to the current state: {e}"))?;
-    Ok(next)
 }
 
 impl Tool for StateTool {

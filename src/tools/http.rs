@@ -7,8 +7,8 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::{Tool, ToolContext, ToolOutput};
-use crate::config::Secret;
 use crate::conversation::ToolSpec;
+use crate::redact::Secret;
 
 /// Responses are cut at this size so a huge body cannot flood the model context or memory.
 const MAX_RESPONSE: usize = 1024 * 1024;

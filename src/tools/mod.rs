@@ -370,29 +370,11 @@ impl Registry {
     }
 }
 
-/// Reads a response body up to `max` bytes; `true` when there was more.
-pub async fn read_capped(
-    resp: reqwest::Response,
-    max: usize,
-) -> Result<(Vec<u8>, bool), reqwest::Error> {
-    use futures::StreamExt;
-    let mut body = Vec::new();
-    let mut stream = resp.bytes_stream();
-    while let Some(chunk) = stream.next().await {
-        body.extend_from_slice(&chunk?);
-        if body.len() > max {
-            body.truncate(max);
-            return Ok((body, true));
-        }
-    }
-    Ok((body, false))
-}
-
 /// A tool result from an HTTP answer: the body (cut at `max`, and marked so) as text, an error
 /// result naming the status for a non-2xx answer (`{what} HTTP 404: ...`).
 pub async fn http_output(resp: reqwest::Response, max: usize, what: &str) -> ToolOutput {
     let status = resp.status();
-    let (body, truncated) = match read_capped(resp, max).await {
+    let (body, truncated) = match crate::outbound::read_capped(resp, max).await {
         Ok(b) => b,
         Err(_) => return ToolOutput::error(format!("{what}: the response broke off.")),
     };

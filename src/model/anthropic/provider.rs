@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::config::Secret;
 use crate::conversation::Media;
 use crate::model::media::MediaSupport;
 use crate::model::sse;
 use crate::model::{ModelRequest, ModelStream, Provider};
+use crate::redact::Secret;
 
 /// The API version header sent when the config names none.
 pub const DEFAULT_VERSION: &str = "2023-06-01";

@@ -16,10 +16,21 @@ use aws_smithy_types::Document;
 use futures::StreamExt;
 use tokio::sync::OnceCell;
 
-use crate::config::{AwsCredentials, Secret};
 use crate::conversation::Media;
 use crate::model::media::MediaSupport;
 use crate::model::{ModelError, ModelRequest, ModelStream, Provider, scrub};
+use crate::redact::Secret;
+
+/// Static AWS credentials.
+#[derive(Debug, Clone)]
+pub struct AwsCredentials {
+    /// Access key id.
+    pub access_key: Secret,
+    /// Secret access key.
+    pub secret_key: Secret,
+    /// Session token for temporary credentials.
+    pub session_token: Option<Secret>,
+}
 
 /// Settings of one Bedrock model.
 #[derive(Debug, Clone)]

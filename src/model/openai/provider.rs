@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use crate::config::Secret;
 use crate::conversation::Media;
 use crate::model::media::MediaSupport;
 use crate::model::sse;
 use crate::model::{ModelRequest, ModelStream, Provider};
+use crate::redact::Secret;
 
 /// Settings of one OpenAI-compatible model.
 #[derive(Debug, Clone)]

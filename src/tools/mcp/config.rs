@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::config::{Secret, valid_name};
+use crate::redact::Secret;
+use crate::settings::valid_name;
 
 /// Headers the streamable HTTP transport sets itself and refuses from configuration.
 const RESERVED_HEADERS: &[&str] = &[
@@ -106,7 +107,7 @@ pub fn parse(
     env: &dyn Fn(&str) -> Option<String>,
     dir: Option<&Path>,
 ) -> Result<McpConfig, (String, String)> {
-    let f: McpFile = crate::config::from_table(table).map_err(|(key, problem)| {
+    let f: McpFile = crate::settings::from_table(table).map_err(|(key, problem)| {
         // A missing key is reported at the table itself ("."); name the key instead.
         let missing = problem
             .strip_prefix("missing field `")

@@ -22,8 +22,8 @@ use super::errors::describe;
 use super::progress::Tapped;
 use super::tool::McpTool;
 use super::{CLOSE_TIMEOUT, Inner, McpTransport, Status, read, write};
-use crate::config::valid_name;
 use crate::conversation::ToolSpec;
+use crate::settings::valid_name;
 use crate::tools::SourceTool;
 
 /// Bound on one connection attempt (spawn or HTTP handshake); `npx`-style servers can be slow.

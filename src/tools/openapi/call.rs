@@ -100,7 +100,7 @@ impl OpenApiTool {
             }
         };
         let status = resp.status();
-        let (body, truncated) = match crate::tools::read_capped(resp, MAX_RESPONSE).await {
+        let (body, truncated) = match crate::outbound::read_capped(resp, MAX_RESPONSE).await {
             Ok(b) => b,
             Err(_) => return ToolOutput::error(format!("Tool {name}: the response broke off.")),
         };

@@ -71,7 +71,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{SourceTool, ToolSource};
-use crate::config::{Secret, from_table, valid_name};
+use crate::redact::Secret;
+use crate::settings::{from_table, valid_name};
 use call::OpenApiTool;
 use plan::PlanOptions;
 
@@ -443,7 +444,7 @@ async fn fetch(
             resp.status().as_u16()
         ));
     }
-    let (bytes, truncated) = crate::tools::read_capped(resp, MAX_DOCUMENT)
+    let (bytes, truncated) = crate::outbound::read_capped(resp, MAX_DOCUMENT)
         .await
         .map_err(|e| format!("cannot fetch {label}: {}", error_chain(&e.without_url())))?;
     if truncated {

@@ -7,7 +7,7 @@ use reqwest::Method;
 use serde_json::{Map, Value, json};
 
 use super::schema::Resolver;
-use crate::config::valid_name;
+use crate::settings::valid_name;
 
 /// Tool descriptions are cut here; whole API manuals in `description` cost tokens every turn.
 const MAX_DESCRIPTION_CHARS: usize = 1024;

@@ -17,7 +17,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::config::Secret;
+use crate::redact::Secret;
 
 /// Responses are cut at this size, like HTTP tools'.
 const MAX_RESPONSE: usize = 1024 * 1024;
@@ -81,7 +81,7 @@ pub fn parse_section(
     table: toml::Table,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ClusterSettings, Fail> {
-    let f: SectionFile = crate::config::from_table(table)?;
+    let f: SectionFile = crate::settings::from_table(table)?;
     let url = parse_url(&f.url)?;
     let auth = match (&f.username, &f.aws_region, &f.aws_service) {
         (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
@@ -288,7 +288,7 @@ impl Cluster {
             ClusterError::Unreachable
         })?;
         let status = resp.status();
-        let (body, truncated) = crate::tools::read_capped(resp, MAX_RESPONSE)
+        let (body, truncated) = crate::outbound::read_capped(resp, MAX_RESPONSE)
             .await
             .map_err(|_| ClusterError::Unreachable)?;
         if !status.is_success() {

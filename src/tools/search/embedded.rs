@@ -126,7 +126,7 @@ impl Document {
             return Err(invalid("fields", "at least one field must have some text"));
         }
         for name in self.fields.keys() {
-            if !crate::config::valid_name(name) {
+            if !crate::settings::valid_name(name) {
                 return Err(invalid(
                     format!("fields.{name}"),
                     "field names are 1-64 letters, digits, '-' or '_'",

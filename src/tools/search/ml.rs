@@ -180,7 +180,7 @@ pub fn from_registration(
 ) -> Result<MlToolConfig, Invalid> {
     let name = match entry.get("name") {
         None | Some(Value::Null) => ty.as_str().to_string(),
-        Some(Value::String(n)) if crate::config::valid_name(n) => n.clone(),
+        Some(Value::String(n)) if crate::settings::valid_name(n) => n.clone(),
         Some(_) => {
             return Err(invalid(
                 f("name"),

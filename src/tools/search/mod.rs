@@ -46,7 +46,7 @@ pub use embedded::{
 };
 
 use super::{SourceTool, ToolSource};
-use crate::config::Secret;
+use crate::redact::Secret;
 
 /// Hits per search unless configured.
 const DEFAULT_TOP_K: usize = 5;
@@ -126,9 +126,9 @@ pub fn parse(
     env: &dyn Fn(&str) -> Option<String>,
     _dir: Option<&Path>,
 ) -> Result<SearchConfig, Fail> {
-    let f: SearchFile = crate::config::from_table(table)?;
+    let f: SearchFile = crate::settings::from_table(table)?;
     let check_tool_name = |key: &str, n: &str| {
-        if crate::config::valid_name(n) {
+        if crate::settings::valid_name(n) {
             Ok(())
         } else {
             Err(fail(
