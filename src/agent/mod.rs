@@ -1,6 +1,7 @@
 //! Agents: a model, a system prompt and backend tools, built from config; and the loops that
 //! run them.
 
+pub mod agent_tool;
 pub mod approvals;
 pub mod flow;
 pub mod history;
@@ -231,7 +232,7 @@ pub struct Shared {
     /// At most this many backend tool calls of one run execute at once.
     pub tool_concurrency: usize,
     /// The agent registry, for tools that run other agents (`AgentTool`).
-    pub agents: crate::tools::agent_tool::AgentLink,
+    pub agents: agent_tool::AgentLink,
 }
 
 /// A runnable agent.
@@ -348,13 +349,11 @@ impl Agent {
                     },
                     Arc::clone(&deps.search),
                 )),
-                ToolKind::Agent { spec, agent_id } => {
-                    Arc::new(crate::tools::agent_tool::AgentTool::new(
-                        spec.clone(),
-                        agent_id.clone(),
-                        Arc::clone(&deps.agents),
-                    ))
-                }
+                ToolKind::Agent { spec, agent_id } => Arc::new(agent_tool::AgentTool::new(
+                    spec.clone(),
+                    agent_id.clone(),
+                    Arc::clone(&deps.agents),
+                )),
                 ToolKind::Mcp(c) => {
                     let client = match &c.transport {
                         crate::tools::mcp::McpTransport::Http { url, .. } => net

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use dashmap::DashMap;
 use serde_json::{Map, Value, json};
 
-use super::spec::{self, Invalid, ModelLookup, ResolvedModel};
+use super::spec::{self, Invalid};
 use super::{Agent, Shared};
+pub use crate::connector::models::StoreModels;
 use crate::store::Store;
 use crate::store::docs::{Doc, DocKind};
 use crate::store::sealed::Sealer;
@@ -49,76 +50,6 @@ pub struct Agents {
 pub fn new_doc_id() -> String {
     let u = uuid::Uuid::new_v4().simple().to_string();
     u[..20].to_string()
-}
-
-/// Looks models up in the store, opening their credentials.
-pub struct StoreModels<'a> {
-    /// The store.
-    pub store: &'a dyn Store,
-    /// The key.
-    pub sealer: &'a Sealer,
-}
-
-impl StoreModels<'_> {
-    /// A connector document and its opened credential.
-    pub async fn connector_doc(
-        &self,
-        id: &str,
-    ) -> Result<Option<(Value, Map<String, Value>)>, String> {
-        let Some(doc) = self
-            .store
-            .doc(DocKind::Connector, id)
-            .await
-            .map_err(|e| e.to_string())?
-        else {
-            return Ok(None);
-        };
-        let cred = self.open(&doc)?;
-        Ok(Some((doc.body, cred)))
-    }
-
-    fn open(&self, doc: &Doc) -> Result<Map<String, Value>, String> {
-        match &doc.sealed {
-            None => Ok(Map::new()),
-            Some(s) => match self.sealer.open(&doc.id, s) {
-                Ok(Value::Object(m)) => Ok(m),
-                Ok(_) => Ok(Map::new()),
-                Err(e) => Err(e.to_string()),
-            },
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl ModelLookup for StoreModels<'_> {
-    async fn model(&self, id: &str) -> Result<Option<ResolvedModel>, String> {
-        let Some(doc) = self
-            .store
-            .doc(DocKind::Model, id)
-            .await
-            .map_err(|e| e.to_string())?
-        else {
-            return Ok(None);
-        };
-        let (connector, credential) =
-            match (doc.body.get("connector"), doc.body.get("connector_id")) {
-                (Some(c), _) => (c.clone(), self.open(&doc)?),
-                (None, Some(Value::String(cid))) => self
-                    .connector_doc(cid)
-                    .await?
-                    .ok_or_else(|| format!("model {id:?} uses connector {cid:?}, which is gone"))?,
-                _ => return Err(format!("model {id:?} has no connector")),
-            };
-        Ok(Some(ResolvedModel {
-            model_id: id.to_string(),
-            connector,
-            credential,
-        }))
-    }
-
-    async fn connector(&self, id: &str) -> Result<Option<(Value, Map<String, Value>)>, String> {
-        self.connector_doc(id).await
-    }
 }
 
 /// Keys of tool entries that carry secrets (HTTP headers, credentials): sealed with the agent
@@ -335,7 +266,7 @@ impl Agents {
             created_model = Some(model_id);
         }
         let stored = Value::Object(stored);
-        let built = match crate::tools::agent_tool::check_targets(&stored, self).await {
+        let built = match super::agent_tool::check_targets(&stored, self).await {
             Ok(()) => self.build(&id, &stored).await,
             Err(e) => Err(e.into()),
         };

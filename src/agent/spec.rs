@@ -24,25 +24,7 @@ pub const PROVIDERS: &[&str] = &[
     "scripted",
 ];
 
-/// A model the registration refers to: its connector (public part and opened credential).
-#[derive(Debug, Clone)]
-pub struct ResolvedModel {
-    /// The registered model's id.
-    pub model_id: String,
-    /// Its connector without the credential.
-    pub connector: Value,
-    /// The opened credential.
-    pub credential: Map<String, Value>,
-}
-
-/// Looks registered models up (the store, with credentials opened).
-#[async_trait::async_trait]
-pub trait ModelLookup: Send + Sync {
-    /// The model `id`, or `None` when there is none.
-    async fn model(&self, id: &str) -> Result<Option<ResolvedModel>, String>;
-    /// The connector `id`'s document and opened credential, or `None` when there is none.
-    async fn connector(&self, id: &str) -> Result<Option<(Value, Map<String, Value>)>, String>;
-}
+pub use crate::connector::models::{ModelLookup, ResolvedModel};
 
 fn str_field<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
     obj.get(key)
@@ -826,7 +808,7 @@ async fn mcp_connectors(
                 format!("connector {id:?} is not an MCP connector (protocol {protocol:?})"),
             ));
         }
-        let cfg = crate::connector::mcp::client_config(id, &doc, &credential, &filters, &f)
+        let cfg = crate::tools::mcp::from_connector(id, &doc, &credential, &filters, &f)
             .map_err(|e| invalid(e.field, e.problem))?;
         out.push(ToolConfig {
             kind: ToolKind::Mcp(cfg),
@@ -964,7 +946,7 @@ async fn compile_tools(
             };
             (tool, p)
         } else if let Some(ml) = crate::tools::search::ml::MlToolType::parse(ty) {
-            crate::tools::search::ml::compile(ml, o, &f, models).await?
+            compile_ml_tool(ml, o, &f, models).await?
         } else if ty == "AgentTool" {
             let p = o
                 .get("parameters")
@@ -982,7 +964,7 @@ async fn compile_tools(
                 description: str_field(o, "description")
                     .unwrap_or("Runs another agent on a question and returns its answer")
                     .to_string(),
-                input_schema: crate::tools::agent_tool::AgentTool::default_schema(),
+                input_schema: crate::tools::agent_tool_schema(),
                 strict: None,
             };
             let tool = ToolConfig {
@@ -1044,4 +1026,47 @@ async fn compile_tools(
         flow.clear();
     }
     Ok((tools, flow))
+}
+
+/// Compiles a registration's tool entry of an ml-commons type: the tool, and the parameters a
+/// flow step fills for it. A `VectorDBTool`'s model must be registered.
+async fn compile_ml_tool(
+    ty: crate::tools::search::ml::MlToolType,
+    entry: &Map<String, Value>,
+    f: &(dyn Fn(&str) -> String + Sync),
+    models: &dyn ModelLookup,
+) -> Result<(ToolConfig, Map<String, Value>), Invalid> {
+    let cfg = crate::tools::search::ml::from_registration(ty, entry, f)?;
+    if ty == crate::tools::search::ml::MlToolType::VectorDb {
+        let mid = cfg
+            .params
+            .get("model_id")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        models
+            .model(mid)
+            .await
+            .map_err(|e| invalid(f("parameters.model_id"), e))?
+            .ok_or_else(|| {
+                invalid(
+                    f("parameters.model_id"),
+                    format!("no model {mid:?} is registered"),
+                )
+            })?;
+    }
+    // A flow fills a retriever's `input` with the execution's parameters (earlier steps'
+    // outputs included); the other tools fill their own templates per call.
+    let step = match (ty, cfg.params.get("input")) {
+        (crate::tools::search::ml::MlToolType::VectorDb, Some(input)) => {
+            Map::from_iter([("input".to_string(), input.clone())])
+        }
+        _ => Map::new(),
+    };
+    Ok((
+        ToolConfig {
+            kind: ToolKind::MlCommons(cfg),
+            options: crate::tools::ToolOptions::default(),
+        },
+        step,
+    ))
 }

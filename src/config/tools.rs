@@ -278,7 +278,7 @@ pub(super) fn resolve_tool(
                     description: description
                         .unwrap_or_else(|| format!("Ask the {agent_id} agent a question")),
                     name,
-                    input_schema: crate::tools::agent_tool::AgentTool::default_schema(),
+                    input_schema: crate::tools::agent_tool_schema(),
                     strict: None,
                 },
                 agent_id,

@@ -140,7 +140,7 @@ pub enum EmbedError {
 /// One vector per text from the registered model `model_id` (a remote embedding model, or
 /// the offline `scripted` one): what `VectorDBTool`, `neural` queries and ingestion use.
 pub async fn embed_with_model(
-    models: &dyn crate::agent::spec::ModelLookup,
+    models: &dyn crate::connector::models::ModelLookup,
     net: &crate::outbound::Net,
     model_id: &str,
     texts: &[String],
@@ -160,7 +160,7 @@ pub async fn embed_with_model(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::spec::{ModelLookup, ResolvedModel};
+    use crate::connector::models::{ModelLookup, ResolvedModel};
 
     struct One(ResolvedModel);
 

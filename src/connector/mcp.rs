@@ -6,10 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use super::template::{Escape, render};
 use super::{Invalid, invalid};
-use crate::redact::Secret;
-use crate::tools::mcp::{McpConfig, McpTransport};
 
 /// The MCP protocols of connectors.
 pub const MCP_PROTOCOLS: &[&str] = &["mcp_sse", "mcp_streamable_http"];
@@ -59,66 +56,4 @@ pub fn endpoint(doc: &Value) -> Option<String> {
         .and_then(Value::as_str)
         .unwrap_or(default);
     Some(format!("{base}{path}"))
-}
-
-/// The MCP client configuration of connector `id` (its document and opened credential), with
-/// the agent's tool filters (regular expressions a tool name must match whole).
-pub fn client_config(
-    id: &str,
-    doc: &Value,
-    credential: &Map<String, Value>,
-    filters: &[String],
-    field: &str,
-) -> Result<McpConfig, Invalid> {
-    let url = endpoint(doc).ok_or_else(|| invalid(field, "the connector has no url"))?;
-    let params = doc
-        .get("parameters")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    let mut headers = Vec::new();
-    for (k, v) in doc
-        .get("headers")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-    {
-        let text = render(
-            v.as_str().unwrap_or_default(),
-            &params,
-            credential,
-            Escape::Raw,
-        )
-        .map_err(|e| invalid(field, format!("connector {id:?}, header {k}: {e}")))?;
-        let value = Secret::header(k, text);
-        crate::tools::mcp::check_header(k, &value)
-            .map_err(|p| invalid(field, format!("connector {id:?}, header {k}: {p}")))?;
-        headers.push((k.clone(), value));
-    }
-    let filters = filters
-        .iter()
-        .map(|p| {
-            regex::Regex::new(&format!("^(?:{p})$"))
-                .map_err(|e| invalid(format!("{field}.tool_filters"), format!("{p:?}: {e}")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(McpConfig {
-        name: doc
-            .get("name")
-            .and_then(Value::as_str)
-            .filter(|n| !n.trim().is_empty())
-            .unwrap_or(id)
-            .to_string(),
-        transport: McpTransport::Http {
-            url,
-            headers,
-            bearer_token: None,
-            sse: doc.get("protocol").and_then(Value::as_str) == Some("mcp_sse"),
-        },
-        prefix: String::new(),
-        allow: None,
-        deny: Vec::new(),
-        filters,
-        refresh: None,
-    })
 }

@@ -7,6 +7,7 @@ pub mod hashed;
 pub mod jsonpath;
 pub mod llm;
 pub mod mcp;
+pub mod models;
 pub mod process;
 pub mod sigv4;
 pub mod template;

@@ -2,7 +2,6 @@
 //! documents, search backends) whose tool lists may change, and a per-agent [`Registry`] that
 //! validates arguments against each tool's JSON schema and enforces time and output limits.
 
-pub mod agent_tool;
 pub mod builtin;
 pub mod http;
 pub mod mcp;
@@ -436,6 +435,16 @@ fn cap_output(mut out: ToolOutput, max: usize) -> ToolOutput {
         out.text.push_str("\n[output truncated]");
     }
     out
+}
+
+/// The argument schema of an agent run as a tool (ml-commons' `AgentTool`): one `question`
+/// (other arguments pass as the inner run's parameters).
+pub fn agent_tool_schema() -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": { "question": { "type": "string", "description": "What to ask the agent" } },
+        "required": ["question"]
+    })
 }
 
 #[cfg(test)]

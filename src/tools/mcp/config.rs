@@ -271,6 +271,73 @@ pub fn check_header(name: &str, value: &Secret) -> Result<(), String> {
     Ok(())
 }
 
+/// The MCP client configuration of ml-commons MCP connector `id` (its document and opened credential), with
+/// the agent's tool filters (regular expressions a tool name must match whole).
+pub fn from_connector(
+    id: &str,
+    doc: &serde_json::Value,
+    credential: &serde_json::Map<String, serde_json::Value>,
+    filters: &[String],
+    field: &str,
+) -> Result<McpConfig, crate::connector::Invalid> {
+    let url = crate::connector::mcp::endpoint(doc)
+        .ok_or_else(|| crate::connector::invalid(field, "the connector has no url"))?;
+    let params = doc
+        .get("parameters")
+        .and_then(serde_json::Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let mut headers = Vec::new();
+    for (k, v) in doc
+        .get("headers")
+        .and_then(serde_json::Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        let text = crate::connector::template::render(
+            v.as_str().unwrap_or_default(),
+            &params,
+            credential,
+            crate::connector::template::Escape::Raw,
+        )
+        .map_err(|e| {
+            crate::connector::invalid(field, format!("connector {id:?}, header {k}: {e}"))
+        })?;
+        let value = Secret::header(k, text);
+        check_header(k, &value).map_err(|p| {
+            crate::connector::invalid(field, format!("connector {id:?}, header {k}: {p}"))
+        })?;
+        headers.push((k.clone(), value));
+    }
+    let filters = filters
+        .iter()
+        .map(|p| {
+            regex::Regex::new(&format!("^(?:{p})$")).map_err(|e| {
+                crate::connector::invalid(format!("{field}.tool_filters"), format!("{p:?}: {e}"))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(McpConfig {
+        name: doc
+            .get("name")
+            .and_then(serde_json::Value::as_str)
+            .filter(|n| !n.trim().is_empty())
+            .unwrap_or(id)
+            .to_string(),
+        transport: McpTransport::Http {
+            url,
+            headers,
+            bearer_token: None,
+            sse: doc.get("protocol").and_then(serde_json::Value::as_str) == Some("mcp_sse"),
+        },
+        prefix: String::new(),
+        allow: None,
+        deny: Vec::new(),
+        filters,
+        refresh: None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

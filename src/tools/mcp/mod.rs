@@ -32,7 +32,7 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
-pub use config::{McpConfig, McpTransport, check_header, parse};
+pub use config::{McpConfig, McpTransport, check_header, from_connector, parse};
 
 use super::{SourceTool, ToolSource};
 use errors::Redactor;

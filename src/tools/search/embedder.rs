@@ -23,7 +23,7 @@ pub struct StoreEmbedder {
 #[async_trait::async_trait]
 impl Embedder for StoreEmbedder {
     async fn embed(&self, model_id: &str, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
-        let models = crate::agent::registry::StoreModels {
+        let models = crate::connector::models::StoreModels {
             store: &*self.store,
             sealer: &self.sealer,
         };

@@ -251,49 +251,6 @@ pub fn from_registration(
     })
 }
 
-/// Compiles a registration's tool entry of an ml-commons type: the tool, and the parameters a
-/// flow step fills for it. A `VectorDBTool`'s model must be registered.
-pub async fn compile(
-    ty: MlToolType,
-    entry: &Map<String, Value>,
-    f: &(dyn Fn(&str) -> String + Sync),
-    models: &dyn crate::agent::spec::ModelLookup,
-) -> Result<(crate::config::ToolConfig, Map<String, Value>), Invalid> {
-    let cfg = from_registration(ty, entry, f)?;
-    if ty == MlToolType::VectorDb {
-        let mid = cfg
-            .params
-            .get("model_id")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        models
-            .model(mid)
-            .await
-            .map_err(|e| invalid(f("parameters.model_id"), e))?
-            .ok_or_else(|| {
-                invalid(
-                    f("parameters.model_id"),
-                    format!("no model {mid:?} is registered"),
-                )
-            })?;
-    }
-    // A flow fills a retriever's `input` with the execution's parameters (earlier steps'
-    // outputs included); the other tools fill their own templates per call.
-    let step = match (ty, cfg.params.get("input")) {
-        (MlToolType::VectorDb, Some(input)) => {
-            Map::from_iter([("input".to_string(), input.clone())])
-        }
-        _ => Map::new(),
-    };
-    Ok((
-        crate::config::ToolConfig {
-            kind: crate::config::ToolKind::MlCommons(cfg),
-            options: crate::tools::ToolOptions::default(),
-        },
-        step,
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,12 +9,12 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
-use super::{Tool, ToolContext, ToolOutput};
-use crate::agent::registry::Agents;
+use super::registry::Agents;
 use crate::connector::{Invalid, invalid};
 use crate::conversation::ToolSpec;
 use crate::runs::Emitter;
 use crate::runs::nested::{SideEvent, Subagent};
+use crate::tools::{Tool, ToolContext, ToolOutput};
 
 /// How deep agents may call agents (an agent reaching itself stops here at the latest).
 pub const MAX_DEPTH: u32 = 5;
@@ -43,15 +43,6 @@ impl AgentTool {
             agent_id,
             agents,
         }
-    }
-
-    /// The default argument schema: one `question` (other arguments pass as parameters).
-    pub fn default_schema() -> Value {
-        json!({
-            "type": "object",
-            "properties": { "question": { "type": "string", "description": "What to ask the agent" } },
-            "required": ["question"]
-        })
     }
 
     async fn run(&self, args: Value, ctx: ToolContext) -> ToolOutput {
@@ -225,7 +216,7 @@ mod tests {
             ToolSpec {
                 name: "down".into(),
                 description: String::new(),
-                input_schema: AgentTool::default_schema(),
+                input_schema: crate::tools::agent_tool_schema(),
                 strict: None,
             },
             "inner".into(),
