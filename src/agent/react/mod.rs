@@ -3,8 +3,8 @@
 //! and the loop continues; any frontend call ends the run, leaving that call for the browser,
 //! whose next run on the thread carries the result.
 //!
-//! Here: the loop and how a run ends. [`turn`]: one model turn streamed as events.
-//! [`dispatch`]: running the turn's backend calls, approvals.
+//! Here: the loop and how a run ends. `turn`: one model turn streamed as events.
+//! `dispatch`: running the turn's backend calls, approvals.
 
 use std::collections::HashSet;
 use std::sync::Arc;
