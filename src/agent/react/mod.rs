@@ -187,6 +187,16 @@ struct Run<'a> {
     state: Arc<Value>,
 }
 
+/// What the model is asked about, turn after turn.
+struct Conversation {
+    system: Vec<String>,
+    messages: Vec<Message>,
+    /// Backend and frontend tools, as the model sees them.
+    tools: Vec<ToolSpec>,
+    /// The client's tools: a call to one ends the run.
+    frontend: Vec<ToolSpec>,
+}
+
 /// One tool call of a model turn.
 #[derive(Debug)]
 struct Call {
@@ -208,11 +218,52 @@ struct Turn {
 }
 
 impl Run<'_> {
+    /// The run: its start, the conversation as the model will see it, then model turns until
+    /// one needs nothing more, a call waits for the client or a person, or the limit is hit.
     async fn drive(&mut self) -> Result<(), Halt> {
-        let input = self.input;
         self.emitter
-            .emit(super::history::run_started(input, self.emitter.is_v1()))
+            .emit(super::history::run_started(
+                self.input,
+                self.emitter.is_v1(),
+            ))
             .await?;
+        let Some(mut conv) = self.prepare().await? else {
+            return Ok(());
+        };
+        let max_iterations = self
+            .overrides
+            .max_iterations
+            .unwrap_or(self.agent.max_iterations);
+        for _ in 0..max_iterations {
+            if self.step(&mut conv).await? {
+                return Ok(());
+            }
+        }
+        let limit = max_iterations;
+        self.stop = "max_iterations";
+        self.emitter
+            .emit(Event::Custom {
+                name: "max_iterations_reached".into(),
+                value: json!({ "maxIterations": limit }),
+            })
+            .await?;
+        let id = new_id("msg");
+        self.say(
+            &id,
+            &format!(
+                "I stopped here: this run reached its limit of {limit} model calls (max_iterations) before I could finish. Ask me to continue if you need more."
+            ),
+        )
+        .await?;
+        self.finish(Vec::new()).await
+    }
+
+    /// The conversation the model is asked about: the history (stored or the client's),
+    /// decided approvals carried out, media the model cannot take dropped, prompts and tools.
+    /// `None` when the run already ended (a reload answered with the stored thread, or nothing
+    /// to answer).
+    async fn prepare(&mut self) -> Result<Option<Conversation>, Halt> {
+        let input = self.input;
         let history = match &self.thread_store {
             None => None,
             Some(ts) if input.raw_messages.is_empty() => {
@@ -223,7 +274,8 @@ impl Run<'_> {
                         .emit(Event::MessagesSnapshot { messages: stored })
                         .await?;
                 }
-                return self.end(None).await;
+                self.end(None).await?;
+                return Ok(None);
             }
             Some(ts) => Some(parse_messages(
                 &ts.prepare(&input.raw_messages).await.map_err(Halt::Store)?,
@@ -273,7 +325,8 @@ impl Run<'_> {
         self.apply_decisions(&mut messages, decisions).await?;
         if messages.is_empty() {
             // Nothing to answer (a client fetching initial state): an empty, successful run.
-            return self.finish(Vec::new()).await;
+            self.finish(Vec::new()).await?;
+            return Ok(None);
         }
         let mut own_system = self
             .overrides
@@ -311,92 +364,82 @@ impl Run<'_> {
         }
         tools.extend(frontend.iter().cloned());
 
-        let max_iterations = self
-            .overrides
-            .max_iterations
-            .unwrap_or(self.agent.max_iterations);
-        for _ in 0..max_iterations {
-            let mut system = system.clone();
-            system.extend(state_prompt(&self.state));
-            let request = ModelRequest {
-                system,
-                messages: messages.clone(),
-                tools: tools.clone(),
-                params: self.agent.params.clone(),
-            };
-            let turn = self.model_turn(request).await?;
-            if !matches!(
-                turn.stop,
-                None | Some(StopReason::EndTurn | StopReason::ToolUse | StopReason::StopSequence)
-            ) {
-                let reason = stop_reason_name(turn.stop.as_ref());
-                self.emitter
-                    .emit(Event::Custom {
-                        name: "model_stop".into(),
-                        value: json!({ "reason": reason }),
-                    })
-                    .await?;
-            }
-            let mut blocks = turn.blocks;
-            for c in &turn.calls {
-                blocks.push(ContentBlock::ToolUse {
-                    id: c.id.clone(),
-                    name: c.name.clone(),
-                    input: args_value(&c.args),
-                    signature: None,
-                });
-            }
-            if !blocks.is_empty() {
-                messages.push(Message {
-                    role: Role::Assistant,
-                    content: blocks,
-                });
-            }
-            if turn.calls.is_empty() {
-                return self.finish(Vec::new()).await;
-            }
-            let (backend, frontend_calls): (Vec<&Call>, Vec<&Call>) = turn
-                .calls
-                .iter()
-                .partition(|c| !frontend.iter().any(|f| f.name == c.name));
-            let (gated, backend): (Vec<&Call>, Vec<&Call>) = backend
-                .into_iter()
-                .partition(|c| self.agent.tools.requires_approval(&c.name));
-            let results = self.run_backend(&backend).await?;
-            if !results.is_empty() {
-                messages.push(Message {
-                    role: Role::User,
-                    content: results,
-                });
-            }
-            if !gated.is_empty() {
-                self.stop = "tool_use";
-                return self.pause_for_approval(&gated, &frontend_calls).await;
-            }
-            if !frontend_calls.is_empty() {
-                self.stop = "tool_use";
-                return self
-                    .finish(frontend_calls.iter().map(|c| c.id.clone()).collect())
-                    .await;
-            }
+        Ok(Some(Conversation {
+            system,
+            messages,
+            tools,
+            frontend,
+        }))
+    }
+
+    /// One model turn and its calls; `true` when it ended the run.
+    async fn step(&mut self, conv: &mut Conversation) -> Result<bool, Halt> {
+        let mut system = conv.system.clone();
+        system.extend(state_prompt(&self.state));
+        let request = ModelRequest {
+            system,
+            messages: conv.messages.clone(),
+            tools: conv.tools.clone(),
+            params: self.agent.params.clone(),
+        };
+        let turn = self.model_turn(request).await?;
+        if !matches!(
+            turn.stop,
+            None | Some(StopReason::EndTurn | StopReason::ToolUse | StopReason::StopSequence)
+        ) {
+            let reason = stop_reason_name(turn.stop.as_ref());
+            self.emitter
+                .emit(Event::Custom {
+                    name: "model_stop".into(),
+                    value: json!({ "reason": reason }),
+                })
+                .await?;
         }
-        let limit = max_iterations;
-        self.stop = "max_iterations";
-        self.emitter
-            .emit(Event::Custom {
-                name: "max_iterations_reached".into(),
-                value: json!({ "maxIterations": limit }),
-            })
-            .await?;
-        let id = new_id("msg");
-        self.say(
-            &id,
-            &format!(
-                "I stopped here: this run reached its limit of {limit} model calls (max_iterations) before I could finish. Ask me to continue if you need more."
-            ),
-        )
-        .await?;
-        self.finish(Vec::new()).await
+        let mut blocks = turn.blocks;
+        for c in &turn.calls {
+            blocks.push(ContentBlock::ToolUse {
+                id: c.id.clone(),
+                name: c.name.clone(),
+                input: args_value(&c.args),
+                signature: None,
+            });
+        }
+        if !blocks.is_empty() {
+            conv.messages.push(Message {
+                role: Role::Assistant,
+                content: blocks,
+            });
+        }
+        if turn.calls.is_empty() {
+            self.finish(Vec::new()).await?;
+            return Ok(true);
+        }
+        let (backend, frontend_calls): (Vec<&Call>, Vec<&Call>) = turn
+            .calls
+            .iter()
+            .partition(|c| !conv.frontend.iter().any(|f| f.name == c.name));
+        let (gated, backend): (Vec<&Call>, Vec<&Call>) = backend
+            .into_iter()
+            .partition(|c| self.agent.tools.requires_approval(&c.name));
+        let results = self.run_backend(&backend).await?;
+        if !results.is_empty() {
+            conv.messages.push(Message {
+                role: Role::User,
+                content: results,
+            });
+        }
+        if !gated.is_empty() {
+            self.stop = "tool_use";
+            self.pause_for_approval(&gated, &frontend_calls).await?;
+            return Ok(true);
+        }
+        if !frontend_calls.is_empty() {
+            self.stop = "tool_use";
+            self.finish(frontend_calls.iter().map(|c| c.id.clone()).collect())
+                .await?;
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     /// Streams a whole assistant text message written by the gateway itself.
