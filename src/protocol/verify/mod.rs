@@ -39,16 +39,15 @@ pub struct Verifier {
     finished_calls: HashSet<String>,
     /// Calls that already have a result.
     answered_calls: HashSet<String>,
-    /// Every message and tool-call id used in this run: ids are never reused.
-    used_ids: HashSet<String>,
     /// Steps started and not finished, with the subagent that started each.
     open_steps: Vec<(Owner, String)>,
     /// The open reasoning span of each agent (the run's own and each subagent's).
     reasoning_spans: Vec<(Owner, String)>,
     open_reasoning: Vec<String>,
-    /// Who produced each message, tool call and activity (`None`: the run's own agent):
-    /// later events about it must carry the same attribution.
-    owners: HashMap<String, Owner>,
+    /// Every message, tool-call and activity id used in this run (ids are never reused), with
+    /// who produced it (`None`: the run's own agent): later events about it must carry the
+    /// same attribution.
+    ids: HashMap<String, Owner>,
     /// Activity message ids, so a delta names a known activity.
     activities: HashSet<String>,
     /// Subagents started and not yet finished, in start order.
@@ -71,11 +70,10 @@ impl Verifier {
             open_call_order: Vec::new(),
             finished_calls: HashSet::new(),
             answered_calls: HashSet::new(),
-            used_ids: HashSet::new(),
             open_steps: Vec::new(),
             reasoning_spans: Vec::new(),
             open_reasoning: Vec::new(),
-            owners: HashMap::new(),
+            ids: HashMap::new(),
             activities: HashSet::new(),
             active_subagents: Vec::new(),
             ended_subagents: HashSet::new(),
@@ -94,7 +92,7 @@ impl Verifier {
 
     /// Whether `id` was already used for a message, tool call or activity in this run.
     pub fn is_used(&self, id: &str) -> bool {
-        self.used_ids.contains(id)
+        self.ids.contains_key(id)
     }
 
     /// Whether `RUN_STARTED` was accepted and the run has not ended.
@@ -191,8 +189,7 @@ impl Verifier {
                 self.open_steps.remove(i);
             }
             Event::TextMessageStart { message_id, .. } => {
-                self.claim_id(message_id).or_else(&fail)?;
-                self.owners.insert(message_id.clone(), owner);
+                self.claim_id(message_id, owner).or_else(&fail)?;
                 self.open_text.push(message_id.clone());
             }
             Event::TextMessageContent { message_id, delta } => {
@@ -217,12 +214,11 @@ impl Verifier {
                 ..
             } => {
                 if let Some(p) = parent_message_id
-                    && self.owners.contains_key(p)
+                    && self.ids.contains_key(p)
                 {
                     self.same_owner(p, by).or_else(&fail)?;
                 }
-                self.claim_id(tool_call_id).or_else(&fail)?;
-                self.owners.insert(tool_call_id.clone(), owner);
+                self.claim_id(tool_call_id, owner).or_else(&fail)?;
                 self.open_calls.insert(tool_call_id.clone(), String::new());
                 self.open_call_order.push(tool_call_id.clone());
             }
@@ -269,8 +265,7 @@ impl Verifier {
                 if self.answered_calls.contains(tool_call_id) {
                     return fail(format!("second result for call {tool_call_id:?}"));
                 }
-                self.claim_id(message_id).or_else(&fail)?;
-                self.owners.insert(message_id.clone(), owner);
+                self.claim_id(message_id, owner).or_else(&fail)?;
                 self.answered_calls.insert(tool_call_id.clone());
             }
             Event::ReasoningStart { message_id } => {
@@ -283,8 +278,7 @@ impl Verifier {
                 if !self.reasoning_spans.iter().any(|(o, _)| *o == owner) {
                     return fail("no open reasoning span".into());
                 }
-                self.claim_id(message_id).or_else(&fail)?;
-                self.owners.insert(message_id.clone(), owner);
+                self.claim_id(message_id, owner).or_else(&fail)?;
                 self.open_reasoning.push(message_id.clone());
             }
             Event::ReasoningMessageContent { message_id, delta } => {
@@ -314,7 +308,7 @@ impl Verifier {
                 if self
                     .open_reasoning
                     .iter()
-                    .any(|m| self.owners.get(m) == Some(&owner))
+                    .any(|m| self.ids.get(m) == Some(&owner))
                 {
                     return fail("a reasoning message is still open".into());
                 }
@@ -322,10 +316,12 @@ impl Verifier {
             }
             Event::ActivitySnapshot { message_id, .. } => {
                 if !self.activities.contains(message_id) {
-                    self.claim_id(message_id).or_else(&fail)?;
+                    self.claim_id(message_id, owner).or_else(&fail)?;
                     self.activities.insert(message_id.clone());
+                } else {
+                    // A later snapshot of it belongs to whoever sends it (as the client does).
+                    self.ids.insert(message_id.clone(), owner);
                 }
-                self.owners.insert(message_id.clone(), owner);
             }
             Event::ActivityDelta { message_id, .. } => {
                 if !self.activities.contains(message_id) {
@@ -385,7 +381,11 @@ impl Verifier {
 
     /// Whether `id` (a message, call or activity) belongs to `by`.
     fn same_owner(&self, id: &str, by: Option<&str>) -> Result<(), String> {
-        let owner = self.owners.get(id).and_then(|o| o.as_deref());
+        // Runs without subagents (nearly all, and every token of them) own everything.
+        if by.is_none() && self.active_subagents.is_empty() && self.ended_subagents.is_empty() {
+            return Ok(());
+        }
+        let owner = self.ids.get(id).and_then(|o| o.as_deref());
         if owner == by {
             return Ok(());
         }
@@ -400,13 +400,14 @@ impl Verifier {
         ))
     }
 
-    fn claim_id(&mut self, id: &str) -> Result<(), String> {
+    fn claim_id(&mut self, id: &str, owner: Owner) -> Result<(), String> {
         if id.is_empty() {
             return Err("empty id".into());
         }
-        if !self.used_ids.insert(id.to_string()) {
+        if self.ids.contains_key(id) {
             return Err(format!("id {id:?} was already used in this run"));
         }
+        self.ids.insert(id.to_string(), owner);
         Ok(())
     }
 
@@ -429,7 +430,7 @@ impl Verifier {
     }
 
     fn owner_of(&self, id: &str) -> Owner {
-        self.owners.get(id).cloned().flatten()
+        self.ids.get(id).cloned().flatten()
     }
 
     /// The events that close everything still open, in a valid order, each with the subagent
