@@ -13,7 +13,7 @@ use super::registry::Agents;
 use crate::connector::{Invalid, invalid};
 use crate::conversation::ToolSpec;
 use crate::runs::Emitter;
-use crate::runs::nested::{SideEvent, Subagent};
+use crate::runs::nested::{SIDE_CAPACITY, SideEvent, Subagent};
 use crate::tools::{Tool, ToolContext, ToolOutput};
 
 /// How deep agents may call agents (an agent reaching itself stops here at the latest).
@@ -92,40 +92,39 @@ impl AgentTool {
             Err(e) => return ToolOutput::error(format!("{}: {}", e.field, e.message)),
         };
         let cancel = ctx.cancel.child_token();
-        let report = match ctx.side {
-            // Streamed as a subagent of the calling run.
-            Some(side) => {
-                let accounts = side.clone();
-                let sub = Subagent {
-                    description: Some(agent.description.clone()).filter(|d| !d.is_empty()),
-                    parent_tool_call_id: Some(ctx.tool_call_id.clone()),
-                    ..Subagent::new(agent.name.clone())
-                };
-                let mut emitter = Emitter::nested(side, Arc::new(sub));
-                let mut report = DEPTH
-                    .scope(
-                        depth + 1,
-                        crate::agent::drive(&agent, &input, &mut emitter, cancel, None),
-                    )
-                    .await;
-                // Its model calls are the calling run's to report.
-                let usage = std::mem::take(&mut report.usage);
-                if !usage.is_empty() {
-                    let _ = accounts.send(SideEvent::Usage(usage)).await;
-                }
-                report
-            }
-            // Nowhere to stream: only the answer counts.
+        // The inner run streams as a subagent of the calling run; where the caller streams
+        // nothing (a flow step, a decided approval), its events are dropped unencoded.
+        let (side, mut dropped) = match ctx.side {
+            Some(side) => (side, None),
             None => {
-                let (tx, mut rx) = mpsc::channel(64);
-                let inner = DEPTH.scope(depth + 1, async {
-                    let mut emitter = Emitter::new(tx, true);
-                    crate::agent::drive(&agent, &input, &mut emitter, cancel, None).await
-                });
-                let drain = async { while rx.recv().await.is_some() {} };
-                tokio::join!(inner, drain).0
+                let (tx, rx) = mpsc::channel(SIDE_CAPACITY);
+                (tx, Some(rx))
             }
         };
+        let accounts = dropped.is_none().then(|| side.clone());
+        let sub = Subagent {
+            description: Some(agent.description.clone()).filter(|d| !d.is_empty()),
+            parent_tool_call_id: Some(ctx.tool_call_id.clone()),
+            ..Subagent::new(agent.name.clone())
+        };
+        // The emitter ends with the inner run, so a local drain sees its channel close.
+        let inner = DEPTH.scope(depth + 1, async move {
+            let mut emitter = Emitter::nested(side, Arc::new(sub));
+            crate::agent::drive(&agent, &input, &mut emitter, cancel, None).await
+        });
+        let drain = async {
+            if let Some(rx) = &mut dropped {
+                while rx.recv().await.is_some() {}
+            }
+        };
+        let (mut report, ()) = tokio::join!(inner, drain);
+        // Its model calls are the calling run's to report.
+        let usage = std::mem::take(&mut report.usage);
+        if let Some(accounts) = accounts
+            && !usage.is_empty()
+        {
+            let _ = accounts.send(SideEvent::Usage(usage)).await;
+        }
         if let Some((code, message)) = report.error {
             return ToolOutput::error(format!(
                 "agent {:?} failed ({code}): {message}",
