@@ -5,7 +5,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{FakeOpenAi, Gateway, Reply, read_until, run_input, text_chunks, tool_call_turn};
+use common::{
+    FakeOpenAi, Gateway, Reply, call_args, call_start, finish, read_until, run_input, text_chunks,
+    tool_call_turn,
+};
 use serde_json::{Value, json};
 
 const MINIMAL: &str = "[[agents]]\nid = \"cfg\"\n[agents.model]\nprovider = \"scripted\"\n";
@@ -426,4 +429,68 @@ async fn stopping_the_outer_run_ends_its_subagent_first() {
     tokio::time::timeout(Duration::from_secs(10), up.upstream.dropped.notified())
         .await
         .expect("the inner agent's upstream request was not dropped");
+}
+
+/// Two agent tools called in one turn run together: both subagents are under way at once,
+/// their events carry their own attribution, and each outer call's result is its own
+/// subagent's answer.
+#[tokio::test]
+async fn parallel_agent_tools_stream_as_concurrent_subagents() {
+    let up = FakeOpenAi::start(vec![
+        Reply::Sse(vec![
+            call_start(0, "c1", "expert"),
+            call_args(0, r#"{"question":"first"}"#),
+            call_start(1, "c2", "expert"),
+            call_args(1, r#"{"question":"second"}"#),
+            finish("tool_calls"),
+        ]),
+        Reply::Sse(text_chunks("answer A")),
+        Reply::Sse(text_chunks("answer B")),
+        Reply::Sse(text_chunks("Both answered.")),
+    ])
+    .await;
+    let gw = Gateway::start(MINIMAL).await;
+    let inner = register(
+        &gw,
+        json!({"name": "expert", "type": "conversational", "model": model(&up)}),
+    )
+    .await;
+    let outer = register(
+        &gw,
+        json!({"name": "asker", "type": "conversational", "model": model(&up),
+               "tools": [{"type": "AgentTool", "name": "expert", "parameters": {"agent_id": inner}}]}),
+    )
+    .await;
+    let events = stream(&gw, &outer, "t-sub-par", "ask twice", true).await;
+    let started: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "SUBAGENT_STARTED")
+        .collect();
+    assert_eq!(started.len(), 2, "{events:#?}");
+    assert_ne!(started[0]["subagentRunId"], started[1]["subagentRunId"]);
+    let first_finished = events
+        .iter()
+        .position(|e| e["type"] == "SUBAGENT_FINISHED")
+        .unwrap();
+    let second_started = events.iter().position(|e| *e == *started[1]).unwrap();
+    assert!(
+        second_started < first_finished,
+        "the subagents ran one after the other: {events:#?}"
+    );
+    for s in started {
+        let sub = &s["subagentRunId"];
+        // The subagent's own answer, from its attributed text.
+        let said: String = events
+            .iter()
+            .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT" && e["subagentRunId"] == *sub)
+            .map(|e| e["delta"].as_str().unwrap())
+            .collect();
+        assert!(said == "answer A" || said == "answer B", "{said:?}");
+        let result = events
+            .iter()
+            .find(|e| e["type"] == "TOOL_CALL_RESULT" && e["toolCallId"] == s["parentToolCallId"])
+            .expect("the spawning call's result");
+        assert_eq!(result["content"], said.as_str());
+        assert!(result.get("subagentRunId").is_none());
+    }
 }
