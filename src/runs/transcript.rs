@@ -13,8 +13,6 @@ pub struct Transcript {
     messages: Vec<Map<String, Value>>,
     /// Messages finished (END seen, or not streamed): the ones safe to store after a failure.
     complete: Vec<bool>,
-    /// The subagent the event being applied belongs to: the messages it creates say so.
-    by: Option<String>,
 }
 
 /// Appends to a string field in place: deltas arrive per token, so nothing that came before
@@ -37,10 +35,7 @@ impl Transcript {
     }
 
     fn push(&mut self, m: Value, complete: bool) -> usize {
-        if let Value::Object(mut o) = m {
-            if let Some(by) = &self.by {
-                o.insert("subagentRunId".into(), Value::String(by.clone()));
-            }
+        if let Value::Object(o) = m {
             self.messages.push(o);
             self.complete.push(complete);
         }
@@ -64,9 +59,17 @@ impl Transcript {
 
     /// Applies one outgoing event attributed to subagent `by` (`None`: the run's own agent).
     pub fn apply_as(&mut self, event: &Event, by: Option<&str>) {
-        if self.by.as_deref() != by {
-            self.by = by.map(str::to_string);
+        let before = self.messages.len();
+        self.apply_event(event);
+        // The messages a subagent's event creates say whose they are.
+        if let Some(by) = by {
+            for m in &mut self.messages[before..] {
+                m.insert("subagentRunId".into(), Value::String(by.to_string()));
+            }
         }
+    }
+
+    fn apply_event(&mut self, event: &Event) {
         match event {
             Event::TextMessageStart {
                 message_id, role, ..
