@@ -235,3 +235,27 @@ async fn other_accept_values_get_sse_and_only_refusing_both_gets_406() {
     // Refused before anything ran: the thread is free.
     wait_no_runs(&gw).await;
 }
+
+/// A quiet stretch longer than `write_timeout_secs` moves the run's loop off the response
+/// body to a task of its own; the protobuf body, which has no keep-alive timer to wake it,
+/// must still be woken for the rest of the run.
+#[tokio::test]
+async fn a_protobuf_stream_outlives_a_quiet_stretch_longer_than_the_write_timeout() {
+    let dir = temp_dir("pb-quiet");
+    let toml = config(&dir, 2200).replace("[server]\n", "[server]\nwrite_timeout_secs = 1\n");
+    let gw = Gateway::start(&toml).await;
+    let resp = post(&gw, "/agents/s/agui", PROTO, &input("t-quiet", "r-quiet")).await;
+    assert_eq!(resp.headers()["content-type"], PROTO);
+    let body = tokio::time::timeout(std::time::Duration::from_secs(40), resp.bytes())
+        .await
+        .expect("the stream never ended")
+        .unwrap();
+    let events = frames(&body);
+    assert!(
+        matches!(
+            events.last().and_then(|e| e.event.as_ref()),
+            Some(Arm::RunFinished(_))
+        ),
+        "{events:?}"
+    );
+}

@@ -16,7 +16,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -40,10 +40,18 @@ const COALESCE_BYTES: usize = 64 * 1024;
 /// A run's loop and who drives it.
 pub(crate) struct RunDriver {
     /// The loop while the body drives it; empty once it ended or moved to its own task.
-    slot: Mutex<Option<RunFuture>>,
+    slot: Mutex<Held>,
     /// How many times the body has polled it (the watchdog sees whether this moves; a
     /// counter costs the token path no clock read).
     polls: AtomicU64,
+}
+
+/// What the body holds while it drives the loop.
+struct Held {
+    run: Option<RunFuture>,
+    /// The body's task, woken when the loop moves away: while the body drives the loop it waits
+    /// on the loop's own wakers, which the loop's new task takes over.
+    body: Option<Waker>,
 }
 
 impl RunDriver {
@@ -51,14 +59,17 @@ impl RunDriver {
     /// stops polling it for `stall`; the watchdog ends with the run (`cancel`).
     pub(crate) fn new(run: RunFuture, stall: Duration, cancel: CancellationToken) -> Arc<Self> {
         let driver = Arc::new(Self {
-            slot: Mutex::new(Some(run)),
+            slot: Mutex::new(Held {
+                run: Some(run),
+                body: None,
+            }),
             polls: AtomicU64::new(0),
         });
         tokio::spawn(watch(Arc::clone(&driver), stall, cancel));
         driver
     }
 
-    fn slot(&self) -> MutexGuard<'_, Option<RunFuture>> {
+    fn slot(&self) -> MutexGuard<'_, Held> {
         // A panic while polling the loop ends the connection's task, never in this lock's
         // holder otherwise; the slot stays usable.
         self.slot.lock().unwrap_or_else(|p| p.into_inner())
@@ -67,23 +78,34 @@ impl RunDriver {
     /// Polls the loop; false once it ended or is driven elsewhere.
     fn drive(&self, cx: &mut Context<'_>) -> bool {
         self.polls.fetch_add(1, Ordering::Relaxed);
-        let mut slot = self.slot();
-        let Some(run) = slot.as_mut() else {
+        let mut held = self.slot();
+        let Some(run) = held.run.as_mut() else {
             return false;
         };
         if run.as_mut().poll(cx).is_ready() {
-            *slot = None;
+            held.run = None;
             return false;
+        }
+        if !held.body.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            held.body = Some(cx.waker().clone());
         }
         true
     }
 
     /// Moves the loop, if the body still holds it, to a task of its own.
     fn release(&self) {
-        if let Some(run) = self.slot().take()
+        let (run, body) = {
+            let mut held = self.slot();
+            (held.run.take(), held.body.take())
+        };
+        if let Some(run) = run
             && let Ok(rt) = tokio::runtime::Handle::try_current()
         {
             rt.spawn(run);
+        }
+        // The body now waits on its channel instead (its next poll finds the loop gone).
+        if let Some(body) = body {
+            body.wake();
         }
     }
 }
@@ -107,7 +129,7 @@ async fn watch(driver: Arc<RunDriver>, stall: Duration, cancel: CancellationToke
                 }
             }
         };
-        if driver.slot().is_none() {
+        if driver.slot().run.is_none() {
             return;
         }
         let polls = driver.polls.load(Ordering::Relaxed);
