@@ -141,7 +141,9 @@ async fn main() -> std::process::ExitCode {
             }
         };
     }
-    let telemetry = agui_gateway::telemetry::init("info");
+    // rmcp logs every notification a server sends (progress messages included: an MCP
+    // server's text, which may quote anything) at info; its warnings are what an operator needs.
+    let telemetry = agui_gateway::telemetry::init("info,rmcp=warn");
     let outcome = run(cli).await;
     telemetry.shutdown().await;
     match outcome {
