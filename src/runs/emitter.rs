@@ -69,9 +69,9 @@ pub struct Emitter {
     /// Subagents folded into their tool results for a client older than 1.0 (their events
     /// are not sent).
     folded: HashSet<String>,
-    /// Tool-call ids of nested runs renamed because this run already used them, by the
-    /// nested run (its subagent id) and its id.
-    renamed: HashMap<(String, String), String>,
+    /// Tool-call ids of nested runs renamed because this run already used them: by nested run
+    /// (its subagent id), the old id to the new.
+    renamed: HashMap<String, HashMap<String, String>>,
     /// How frames are encoded for the client (SSE unless it asked for protobuf).
     wire: Wire,
 }
@@ -226,19 +226,22 @@ impl Emitter {
 
     /// Gives a nested run's tool call a fresh id when this run already used its id (a
     /// provider numbering calls `call_0`, `call_1` in every run would otherwise clash), and
-    /// every later mention of it the same.
+    /// every later mention of it the same (an activity's `toolCallId` included).
     fn unique_call_ids(&mut self, from: &str, mut event: Event) -> Event {
         if let Event::ToolCallStart { tool_call_id, .. } = &mut event
             && self.verifier.is_used(tool_call_id)
         {
             let fresh = crate::protocol::new_id("call");
             let old = std::mem::replace(tool_call_id, fresh.clone());
-            self.renamed.insert((from.to_string(), old), fresh);
+            self.renamed
+                .entry(from.to_string())
+                .or_default()
+                .insert(old, fresh);
             return event;
         }
-        if self.renamed.is_empty() {
+        let Some(renamed) = self.renamed.get(from) else {
             return event;
-        }
+        };
         let id = match &mut event {
             Event::ToolCallArgs { tool_call_id, .. }
             | Event::ToolCallEnd { tool_call_id }
@@ -247,9 +250,13 @@ impl Emitter {
                 parent_tool_call_id: Some(tool_call_id),
                 ..
             } => tool_call_id,
+            Event::ActivitySnapshot { content, .. } => match content.get_mut("toolCallId") {
+                Some(serde_json::Value::String(id)) => id,
+                _ => return event,
+            },
             _ => return event,
         };
-        if let Some(fresh) = self.renamed.get(&(from.to_string(), id.clone())) {
+        if let Some(fresh) = renamed.get(id.as_str()) {
             *id = fresh.clone();
         }
         event
