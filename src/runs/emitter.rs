@@ -488,6 +488,47 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_nested_call_id_already_used_is_renamed_everywhere_it_is_named() {
+        let (tx, rx) = mpsc::channel(32);
+        let mut e = Emitter::new(tx, true);
+        e.emit(started()).await.unwrap();
+        let call = |id: &str| Event::ToolCallStart {
+            tool_call_id: id.into(),
+            tool_call_name: "f".into(),
+            parent_message_id: None,
+        };
+        e.emit(call("c1")).await.unwrap();
+        let sub = Subagent {
+            id: "s1".into(),
+            name: "inner".into(),
+            ..Subagent::default()
+        };
+        for event in [
+            started(),
+            call("c1"),
+            Event::ToolCallEnd {
+                tool_call_id: "c1".into(),
+            },
+            Event::ActivitySnapshot {
+                message_id: "a1".into(),
+                activity_type: "progress".into(),
+                content: serde_json::json!({"toolCallId": "c1", "progress": 1}),
+                replace: None,
+            },
+        ] {
+            e.relay(&sub, event, None).await.unwrap();
+        }
+        drop(e);
+        let f = frames(rx).await;
+        let inner_start = &f[3];
+        assert_eq!(inner_start["subagentRunId"], "s1");
+        let fresh = inner_start["toolCallId"].as_str().unwrap();
+        assert_ne!(fresh, "c1");
+        assert_eq!(f[4]["toolCallId"], fresh);
+        assert_eq!(f[5]["content"]["toolCallId"], fresh);
+    }
+
+    #[tokio::test]
     async fn old_clients_get_downgraded_shapes() {
         let (tx, rx) = mpsc::channel(16);
         let mut e = Emitter::new(tx, false);
