@@ -5,7 +5,7 @@
 use bytes::Bytes;
 
 use super::events::{Envelope, Event};
-use super::proto::{PROTO_CONTENT_TYPE, proto_frame};
+use super::proto::{MAX_MESSAGE_BYTES, PROTO_CONTENT_TYPE, TooLarge, proto_frame};
 
 /// `Content-Type` of the SSE response.
 pub const SSE_CONTENT_TYPE: &str = "text/event-stream";
@@ -70,25 +70,30 @@ impl Wire {
     }
 
     /// Encodes one event as the `seq`-th of its run: its JSON with known secrets redacted (what
-    /// the replay log keeps) and its frame, which carries the same redacted content.
-    pub fn encode(self, seq: u64, envelope: Envelope) -> (String, Bytes) {
+    /// the replay log keeps) and its frame, which carries the same redacted content. `Err`
+    /// for an event larger than a client accepts in either encoding (`@ag-ui/client` fails the
+    /// stream past 10 MB of SSE text or a 10 MB message).
+    pub fn encode(self, seq: u64, envelope: Envelope) -> Result<(String, Bytes), TooLarge> {
         let json = event_json(&envelope);
         match self {
             Wire::Sse => {
                 let json = crate::redact::redact_json_text(json);
                 let frame = sse_frame(seq, &json);
-                (json, frame)
+                if frame.len() > MAX_MESSAGE_BYTES {
+                    return Err(TooLarge { bytes: frame.len() });
+                }
+                Ok((json, frame))
             }
             // The protobuf frame is built from the typed event; only when redaction changed
             // the JSON is the event taken back from it.
             Wire::Proto if !crate::redact::contains_secret(&json) => {
-                let frame = proto_frame(&envelope);
-                (json, frame)
+                let frame = proto_frame(&envelope)?;
+                Ok((json, frame))
             }
             Wire::Proto => {
                 let json = crate::redact::redact_json_text(json);
-                let frame = proto_from_json(&json);
-                (json, frame)
+                let frame = proto_from_json(&json)?;
+                Ok((json, frame))
             }
         }
     }
@@ -97,7 +102,9 @@ impl Wire {
     pub fn frame_logged(self, seq: u64, json: &str) -> Bytes {
         match self {
             Wire::Sse => sse_frame(seq, json),
-            Wire::Proto => proto_from_json(json),
+            // Only events that passed `encode` are logged, and a protobuf message is never
+            // larger than its JSON: none is refused here.
+            Wire::Proto => proto_from_json(json).unwrap_or_default(),
         }
     }
 
@@ -159,7 +166,7 @@ fn quality(accept: &str, kind: &str, sub: &str) -> Option<(f32, u8)> {
 }
 
 /// A protobuf frame for an event given as (redacted) JSON.
-fn proto_from_json(json: &str) -> Bytes {
+fn proto_from_json(json: &str) -> Result<Bytes, TooLarge> {
     match serde_json::from_str::<Envelope>(json) {
         Ok(envelope) => proto_frame(&envelope),
         Err(e) => {
@@ -273,7 +280,7 @@ mod tests {
             subagent: None,
             timestamp: Some(1),
         };
-        let (json, frame) = Wire::Proto.encode(3, env);
+        let (json, frame) = Wire::Proto.encode(3, env).unwrap();
         assert!(
             !json.contains(secret) && json.contains("[REDACTED]"),
             "{json}"

@@ -328,19 +328,27 @@ impl Emitter {
             };
             return tx.send(up).await.map_err(|_| EmitError::Disconnected);
         }
-        self.seq += 1;
         let terminal = matches!(event, Event::RunFinished { .. } | Event::RunError { .. });
         // One scan of the encoded event for known secrets (an upstream quoting the key in an
         // error, a tool echoing its token), before the client or the replay log sees it; the
         // frame carries the redacted content in either encoding.
-        let (json, frame) = self.wire.encode(
-            self.seq,
+        let kind = event.type_name();
+        let encoded = self.wire.encode(
+            self.seq + 1,
             Envelope {
                 event,
                 subagent: by,
                 timestamp: Some(now_ms()),
             },
         );
+        // An event no client accepts is not sent: the run stops as for any other event that
+        // would break the stream (and ends with RUN_ERROR).
+        let (json, frame) = encoded.map_err(|e| Violation {
+            event: kind,
+            rule: e.to_string(),
+        })?;
+        // Numbered only once sent: the stream's ids have no gaps.
+        self.seq += 1;
         if let Some(log) = &self.log {
             log.push(self.seq, &json).await;
         }
@@ -526,6 +534,28 @@ mod tests {
         assert_ne!(fresh, "c1");
         assert_eq!(f[4]["toolCallId"], fresh);
         assert_eq!(f[5]["content"]["toolCallId"], fresh);
+    }
+
+    #[tokio::test]
+    async fn an_event_no_client_accepts_is_not_sent_and_the_run_fails() {
+        for wire in [Wire::Sse, Wire::Proto] {
+            let (tx, mut rx) = mpsc::channel(16);
+            let mut e = Emitter::new(tx, true).with_wire(wire);
+            e.emit(started()).await.unwrap();
+            let huge = Event::StateSnapshot {
+                snapshot: serde_json::json!({ "blob": "x".repeat(11 * 1024 * 1024) }),
+            };
+            assert!(matches!(e.emit(huge).await, Err(EmitError::Violation(_))));
+            e.fail("INTERNAL_ERROR", "stopped").await;
+            drop(e);
+            let mut sizes = Vec::new();
+            while let Some(f) = rx.recv().await {
+                sizes.push(f.len());
+            }
+            // RUN_STARTED and RUN_ERROR only, each small.
+            assert_eq!(sizes.len(), 2, "{wire:?}");
+            assert!(sizes.iter().all(|n| *n < 4096), "{sizes:?}");
+        }
     }
 
     #[tokio::test]

@@ -36,35 +36,27 @@ pub const MAX_MESSAGE_BYTES: usize = 10 * 1024 * 1024;
 /// 64-bit values.
 const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
-/// One event as a frame: its length (4 bytes, big-endian) and the encoded [`wire::Event`].
-/// An event past [`MAX_MESSAGE_BYTES`] (which no client would take) becomes a `RUN_ERROR`.
-pub fn proto_frame(envelope: &Envelope) -> Bytes {
+/// An event larger than a client accepts ([`MAX_MESSAGE_BYTES`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("an event of {bytes} bytes is larger than a client accepts ({MAX_MESSAGE_BYTES})")]
+pub struct TooLarge {
+    /// Its encoded size.
+    pub bytes: usize,
+}
+
+/// One event as a frame: its length (4 bytes, big-endian) and the encoded [`wire::Event`];
+/// `Err` past [`MAX_MESSAGE_BYTES`], which no client would take.
+pub fn proto_frame(envelope: &Envelope) -> Result<Bytes, TooLarge> {
     let message = to_proto(envelope);
     let len = message.encoded_len();
     if len > MAX_MESSAGE_BYTES {
-        tracing::error!(
-            bytes = len,
-            kind = envelope.event.type_name(),
-            "an event is larger than a protobuf client accepts; sending RUN_ERROR instead"
-        );
-        return proto_frame(&Envelope {
-            event: Event::RunError {
-                message: format!(
-                    "A {} event of {len} bytes is larger than the protobuf encoding allows ({MAX_MESSAGE_BYTES}).",
-                    envelope.event.type_name()
-                ),
-                code: Some("EVENT_TOO_LARGE".into()),
-                usage: None,
-            },
-            subagent: None,
-            timestamp: envelope.timestamp,
-        });
+        return Err(TooLarge { bytes: len });
     }
     let mut buf = Vec::with_capacity(4 + len);
     // `len` is at most MAX_MESSAGE_BYTES here, so it fits.
     buf.extend_from_slice(&(len as u32).to_be_bytes());
     message.encode_raw(&mut buf);
-    Bytes::from(buf)
+    Ok(Bytes::from(buf))
 }
 
 /// The envelope message for one event.

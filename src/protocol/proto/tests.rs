@@ -61,7 +61,8 @@ fn a_text_delta_is_framed_with_its_type_and_timestamp() {
     let f = proto_frame(&env(Event::TextMessageContent {
         message_id: "m1".into(),
         delta: "héllo".into(),
-    }));
+    }))
+    .unwrap();
     let Some(Arm::TextMessageContent(e)) = unframe(&f).event else {
         panic!("wrong arm");
     };
@@ -121,7 +122,7 @@ fn every_event_type_names_its_own_arm() {
 #[test]
 fn json_payloads_ride_as_protobuf_values() {
     let snapshot = json!({"a": [1, 2.5, null, true, "s"], "b": {"c": {}}});
-    let f = proto_frame(&env(Event::StateSnapshot { snapshot }));
+    let f = proto_frame(&env(Event::StateSnapshot { snapshot })).unwrap();
     let Some(Arm::StateSnapshot(e)) = unframe(&f).event else {
         panic!("wrong arm");
     };
@@ -260,13 +261,11 @@ fn messages_snapshot_uses_the_union_message() {
 }
 
 #[test]
-fn an_event_too_large_for_a_client_becomes_run_error() {
-    let f = proto_frame(&env(Event::TextMessageContent {
+fn an_event_too_large_for_a_client_is_refused() {
+    let e = proto_frame(&env(Event::TextMessageContent {
         message_id: "m".into(),
         delta: "x".repeat(MAX_MESSAGE_BYTES + 1),
-    }));
-    let Some(Arm::RunError(e)) = unframe(&f).event else {
-        panic!("wrong arm");
-    };
-    assert_eq!(e.code.as_deref(), Some("EVENT_TOO_LARGE"));
+    }))
+    .unwrap_err();
+    assert!(e.bytes > MAX_MESSAGE_BYTES);
 }
