@@ -37,13 +37,19 @@ fn cap(s: &str, max: usize) -> String {
     out
 }
 
-/// A URL from a document's metadata or source, if it has one.
+/// A URL from a document's metadata or source, if it has an http(s) one a UI may link to:
+/// without the credentials a URL may carry (`user:password@`), and none rather than a cut one.
 fn url_of(fields: &Map<String, Value>) -> Option<String> {
-    ["url", "link", "source_url", "href"]
+    let text = ["url", "link", "source_url", "href"]
         .iter()
-        .find_map(|k| fields.get(*k).and_then(Value::as_str))
-        .filter(|u| u.starts_with("https://") || u.starts_with("http://"))
-        .map(|u| cap(u, 2 * MAX_TITLE_CHARS))
+        .find_map(|k| fields.get(*k).and_then(Value::as_str))?;
+    let mut url = url::Url::parse(text).ok()?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return None;
+    }
+    url.set_username("").ok()?;
+    url.set_password(None).ok()?;
+    Some(url.to_string()).filter(|u| u.chars().count() <= 2 * MAX_TITLE_CHARS)
 }
 
 /// One embedded hit as a citation.
@@ -148,6 +154,18 @@ pub async fn send(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cited_url_keeps_no_credentials_and_is_never_cut() {
+        let of = |u: &str| url_of(json!({ "url": u }).as_object().unwrap());
+        assert_eq!(
+            of("https://reader:s3cret@docs.example/a?b=1").as_deref(),
+            Some("https://docs.example/a?b=1")
+        );
+        assert_eq!(of("ftp://docs.example/a"), None);
+        assert_eq!(of("not a url"), None);
+        assert_eq!(of(&format!("https://x.example/{}", "a".repeat(1000))), None);
+    }
 
     #[test]
     fn opensearch_hits_become_small_citations() {
