@@ -112,7 +112,8 @@ async fn every_feature_works_in_headless_chromium() {
 }
 
 /// The README's "Reconnect" example, run by Node with the real `@ag-ui/client` as an app would
-/// use it: a run left before, inside and after its answer reads on to its end, exactly once.
+/// use it: a run left before, inside and after its answer reads on to its end, exactly once,
+/// and a delegate run left inside its subagents too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readme_reconnect_example_picks_runs_up_where_they_were_left() {
     require_node_modules();
@@ -127,7 +128,7 @@ async fn the_readme_reconnect_example_picks_runs_up_where_they_were_left() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        out.status.success() && stdout.contains("4 passed, 0 failed"),
+        out.status.success() && stdout.contains("5 passed, 0 failed"),
         "the README's reconnect example failed:\n{stdout}\n{stderr}"
     );
 }

@@ -32,10 +32,24 @@ const LONG_ANSWER =
   Array.from({ length: 60 }, (_, i) => `Sentence ${i + 1} of the long answer.`).join(' ');
 const url = `${base}/agents/demo/agui`;
 
-/** Leaves a run after `events` events (in a task of its own, as a page is left), then resumes it. */
-async function leaveAndResume(events) {
+/** The long answer, whole and once. */
+function longAnswer(messages) {
+  const answers = messages.filter((m) => m.role === 'assistant').map((m) => m.content);
+  return answers.length === 1 && answers[0] === LONG_ANSWER ? undefined : JSON.stringify(answers).slice(0, 300);
+}
+
+/** The delegate run's own answer last (its subagents' messages beside it, attributed). */
+function delegated(messages) {
+  const own = messages.filter((m) => m.role === 'assistant' && !m.subagentRunId).map((m) => m.content);
+  const done = own.length === 2 && own[1] === 'My research assistant worked it out: The result is 391';
+  return done ? undefined : JSON.stringify(own).slice(0, 300);
+}
+
+/** Leaves a run of `prompt` after `events` events (in a task of its own, as a page is left),
+ * then resumes it; `check` says what is wrong with the messages read, if anything. */
+async function leaveAndResume([prompt, events, check]) {
   const first = new ReconnectingAgent({ url });
-  first.addMessage({ id: crypto.randomUUID(), role: 'user', content: 'please give me a long answer' });
+  first.addMessage({ id: crypto.randomUUID(), role: 'user', content: prompt });
   let seen = 0;
   let ended = false;
   await first.runAgent({}, {
@@ -51,14 +65,18 @@ async function leaveAndResume(events) {
   again.setMessages(saved.messages);
   let finished = false;
   await again.connectAgent({}, { onRunFinishedEvent: () => void (finished = true) });
-  const answers = again.messages.filter((m) => m.role === 'assistant').map((m) => m.content);
-  if (answers.length !== 1 || answers[0] !== LONG_ANSWER) return `left after ${saved.lastEventId} events, read: ${JSON.stringify(answers).slice(0, 300)}`;
+  const wrong = check(again.messages);
+  if (wrong) return `${prompt}: left after ${saved.lastEventId} events, read: ${wrong}`;
   if (finished === ended) return `left after ${saved.lastEventId} events, the replay ${finished ? 'finished the run again' : 'did not end with RUN_FINISHED'}`;
   return undefined;
 }
 
-// 1: RUN_STARTED only; 3: inside the text message; 400: after the run's end.
-const cases = [1, 3, 40, 400];
+// 1: RUN_STARTED only; 3: inside the text message; 400: after the run's end. The delegate run
+// is left inside its subagents (the researcher's step open, its executor reasoning), whose
+// STARTs the example must re-send for the client's verifier.
+const LONG = 'please give me a long answer';
+const cases = [[LONG, 1, longAnswer], [LONG, 3, longAnswer], [LONG, 40, longAnswer], [LONG, 400, longAnswer],
+  ['delegate 17*23', 26, delegated]];
 const failures = (await Promise.all(cases.map(leaveAndResume))).filter(Boolean);
 for (const f of failures) console.log(`FAIL ${f}`);
 console.log(`${cases.length - failures.length} passed, ${failures.length} failed`);
