@@ -82,6 +82,21 @@ pub struct ToolContext {
     pub side: Option<crate::runs::nested::SideTx>,
 }
 
+impl ToolContext {
+    /// Sends `event` into the run on the call's behalf (an activity: progress, citations);
+    /// false when the run streams nothing of its tools, is gone, or the call was cancelled.
+    pub async fn emit(&self, event: crate::protocol::events::Event) -> bool {
+        let Some(side) = &self.side else {
+            return false;
+        };
+        tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => false,
+            sent = side.send(crate::runs::nested::SideEvent::Emit(event)) => sent.is_ok(),
+        }
+    }
+}
+
 /// A backend tool the gateway runs in-process.
 pub trait Tool: Send + Sync + 'static {
     /// Name, description and argument schema, as the model sees them.

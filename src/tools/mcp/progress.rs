@@ -31,11 +31,10 @@ use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 
 use super::Link;
 use crate::protocol::events::Event;
-use crate::runs::nested::{SideEvent, SideTx};
+use crate::tools::ToolContext;
 
 /// Longest progress message passed on (characters): it is a status line, not content.
 const MAX_MESSAGE_CHARS: usize = 200;
@@ -244,9 +243,9 @@ pub(super) async fn watch<F: Future>(
     call: F,
     route: &RouteGuard<'_>,
     board: &mut Board,
-    side: &SideTx,
-    cancel: &CancellationToken,
+    ctx: &ToolContext,
 ) -> Option<F::Output> {
+    let cancel = &ctx.cancel;
     tokio::pin!(call);
     let route = &route.route;
     let mut dirty = false;
@@ -266,10 +265,9 @@ pub(super) async fn watch<F: Future>(
             dirty = false;
             let now = lock(&route.state).clone();
             if let Some(ev) = now.and_then(|p| board.next(&p)) {
-                tokio::select! {
-                    biased;
-                    _ = cancel.cancelled() => return None,
-                    sent = side.send(SideEvent::Emit(ev)) => live = sent.is_ok(),
+                live = ctx.emit(ev).await;
+                if cancel.is_cancelled() {
+                    return None;
                 }
                 gate = Some(Box::pin(tokio::time::sleep(MIN_GAP)));
             }
@@ -278,12 +276,12 @@ pub(super) async fn watch<F: Future>(
     // Everything the server reported before it answered has been taken by now (the session
     // reads the notifications before the response).
     let last = lock(&route.state).clone();
-    if live && let Some(ev) = last.and_then(|p| board.next(&p)) {
-        tokio::select! {
-            biased;
-            _ = cancel.cancelled() => return None,
-            _ = side.send(SideEvent::Emit(ev)) => {}
-        }
+    if live
+        && let Some(ev) = last.and_then(|p| board.next(&p))
+        && !ctx.emit(ev).await
+        && cancel.is_cancelled()
+    {
+        return None;
     }
     Some(out)
 }

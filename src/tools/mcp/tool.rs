@@ -42,12 +42,12 @@ impl McpTool {
         // Dropping the request on cancellation sends notifications/cancelled to the server.
         let result = match &ctx.side {
             // The run streams what the call sends: the server's progress becomes an activity.
-            Some(side) => {
+            Some(_) => {
                 let route = self.link.progress.open();
                 params.set_progress_token(route.token());
                 let mut board = Board::new(&ctx.tool_call_id, &self.spec.name);
                 let call = peer.call_tool_once(params);
-                match watch(call, &route, &mut board, side, &ctx.cancel).await {
+                match watch(call, &route, &mut board, &ctx).await {
                     Some(r) => r,
                     None => return ToolOutput::error("Tool call cancelled."),
                 }

@@ -4,11 +4,10 @@
 //! is sent.
 
 use serde_json::{Map, Value, json};
-use tokio_util::sync::CancellationToken;
 
 use super::embedded::Hit;
 use crate::protocol::events::Event;
-use crate::runs::nested::{SideEvent, SideTx};
+use crate::tools::ToolContext;
 
 /// Longest snippet sent (characters).
 const MAX_SNIPPET_CHARS: usize = 300;
@@ -122,14 +121,10 @@ pub fn from_opensearch_hit(hit: &Value) -> Value {
 /// Sends the results of call `tool_call_id` for `query` into the run as one
 /// `ACTIVITY_SNAPSHOT` (`activityType: "citations"`). Nothing when the run does not stream
 /// what tools send, or nothing was found; gives up when the call is cancelled.
-pub async fn send(
-    side: Option<&SideTx>,
-    cancel: &CancellationToken,
-    tool_call_id: &str,
-    query: &str,
-    results: Vec<Value>,
-) {
-    let Some(side) = side else { return };
+pub async fn send(ctx: &ToolContext, query: &str, results: Vec<Value>) {
+    if ctx.side.is_none() {
+        return;
+    }
     if results.is_empty() {
         return;
     }
@@ -138,17 +133,13 @@ pub async fn send(
         message_id: crate::protocol::new_id("citations"),
         activity_type: "citations".into(),
         content: json!({
-            "toolCallId": tool_call_id,
+            "toolCallId": ctx.tool_call_id,
             "query": cap(query, MAX_TITLE_CHARS),
             "results": results,
         }),
         replace: None,
     };
-    tokio::select! {
-        biased;
-        _ = cancel.cancelled() => {}
-        _ = side.send(SideEvent::Emit(event)) => {}
-    }
+    ctx.emit(event).await;
 }
 
 #[cfg(test)]

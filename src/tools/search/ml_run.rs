@@ -72,14 +72,7 @@ impl MlTool {
             && let Some(Found { query, hits }) = found
         {
             let cited = hits.iter().map(citations::from_opensearch_hit).collect();
-            citations::send(
-                ctx.side.as_ref(),
-                &ctx.cancel,
-                &ctx.tool_call_id,
-                &query,
-                cited,
-            )
-            .await;
+            citations::send(&ctx, &query, cited).await;
         }
         match out {
             Ok(text) => ToolOutput::ok(text),

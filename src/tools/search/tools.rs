@@ -98,14 +98,7 @@ impl EmbeddedSearchTool {
             Ok(hits) => match serde_json::to_string(&hits) {
                 Ok(text) => {
                     let cited = hits.iter().map(citations::from_hit).collect();
-                    citations::send(
-                        ctx.side.as_ref(),
-                        &ctx.cancel,
-                        &ctx.tool_call_id,
-                        &query,
-                        cited,
-                    )
-                    .await;
+                    citations::send(&ctx, &query, cited).await;
                     ToolOutput::ok(text)
                 }
                 Err(e) => ToolOutput::error(format!("Search results could not be encoded: {e}")),
