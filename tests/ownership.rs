@@ -173,6 +173,45 @@ async fn another_keys_thread_and_runs_are_not_found_and_stay_unchanged() {
     }
 }
 
+/// Another key cannot stop a run (`DELETE .../runs/{runId}`): 404, and the run goes on to its
+/// end; its owner can.
+#[tokio::test]
+async fn another_key_cannot_stop_a_run() {
+    for gw in gateways().await {
+        let kind = gw.state.store.kind();
+        let stop = |run: &str, key: &'static str| {
+            let url = gw.url(&format!("/agents/x/agui/runs/{run}"));
+            async move {
+                reqwest::Client::new()
+                    .delete(url)
+                    .bearer_auth(key)
+                    .send()
+                    .await
+                    .unwrap()
+            }
+        };
+        let run = unique("run");
+        let body = json!({"threadId": unique("t"), "runId": run,
+            "messages": [{"id": "u1", "role": "user", "content": "hello"}]});
+        let mut r = run_as(&gw, ALICE, &body).await;
+        assert_eq!(r.status(), 200, "{kind}");
+        let seen = read_until(&mut r, "TEXT_MESSAGE_CONTENT").await;
+        assert_not_found(stop(&run, BOB).await, "hello").await;
+        let events = read_events_after(seen, r, false).await;
+        assert_eq!(events.last().unwrap()["type"], "RUN_FINISHED", "{kind}");
+
+        let run = unique("run");
+        let body = json!({"threadId": unique("t"), "runId": run,
+            "messages": [{"id": "u1", "role": "user", "content": "hello"}]});
+        let mut r = run_as(&gw, ALICE, &body).await;
+        let seen = read_until(&mut r, "TEXT_MESSAGE_CONTENT").await;
+        assert_eq!(stop(&run, ALICE).await.status(), 204, "{kind}");
+        let events = read_events_after(seen, r, false).await;
+        assert_eq!(events.last().unwrap()["code"], "CANCELLED", "{kind}");
+        wait_no_runs(&gw).await;
+    }
+}
+
 #[tokio::test]
 async fn another_keys_task_and_memory_are_not_found() {
     for gw in gateways().await {

@@ -496,20 +496,14 @@ pub async fn run_events(
         }
         None => query.after.unwrap_or(0),
     };
-    let record = state
-        .store
-        .run(&run_id)
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
     let who = owner::principal(&state, caller.as_deref());
-    // Another principal's run is answered as no run at all.
-    match record {
-        Some(r) if r.agent_id == agent_id && who.may_use(Some(&r.owner)) => {}
-        _ => {
-            return Err(ApiError::NotFound(format!(
-                "no replayable run {run_id:?} for agent {agent_id:?}"
-            )));
-        }
+    if owner::run_of(&state, &who, &agent_id, &run_id)
+        .await?
+        .is_none()
+    {
+        return Err(ApiError::NotFound(format!(
+            "no replayable run {run_id:?} for agent {agent_id:?}"
+        )));
     }
     let store = Arc::clone(&state.store);
     let log = state.event_log.clone();
@@ -593,22 +587,16 @@ pub async fn cancel_run(
     let deadline = tokio::time::Instant::now() + CANCEL_WAIT;
     // A run is recorded with its first frames, a tick after it starts: a Stop clicked at once
     // looks again for a moment.
+    let who = owner::principal(&state, caller.as_deref());
     let mut record = None;
     for _ in 0..10 {
-        record = state
-            .store
-            .run(&run_id)
-            .await
-            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        record = owner::run_of(&state, &who, &agent_id, &run_id).await?;
         if record.is_some() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let who = owner::principal(&state, caller.as_deref());
-    // Another principal's run is answered as no run at all.
     let thread = record
-        .filter(|r| r.agent_id == agent_id && who.may_use(Some(&r.owner)))
         .map(|r| r.thread_id)
         .filter(|thread| state.runs.cancel_run(thread, &run_id))
         .ok_or_else(|| {

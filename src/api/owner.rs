@@ -112,6 +112,21 @@ pub async fn check_thread(
     }
 }
 
+/// The recorded run `run_id` of agent `agent_id`, if `who` may see it: another principal's
+/// run is answered as no run at all (`None`), as one of another agent is.
+pub async fn run_of(
+    state: &AppState,
+    who: &Principal,
+    agent_id: &str,
+    run_id: &str,
+) -> Result<Option<crate::store::RunRecord>, Refusal> {
+    Ok(state
+        .store
+        .run(run_id)
+        .await?
+        .filter(|r| r.agent_id == agent_id && who.may_use(Some(&r.owner))))
+}
+
 /// Before a run starts: refuses a run id or a thread (or a memory container) another principal
 /// owns, and records a new thread as the principal's. Threads are only recorded for agents
 /// that keep them; a stateless agent's thread id names nothing stored.
