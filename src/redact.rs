@@ -102,6 +102,20 @@ fn is_auth_scheme(s: &str) -> bool {
         .any(|k| s.eq_ignore_ascii_case(k))
 }
 
+/// Registers the credentials a URL carries: its password (`user:password@`) and the values of
+/// query parameters named like one (`?api_key=...`, `&token=...`). A server or driver may quote
+/// them alone, without the URL around them.
+pub fn register_url(url: &url::Url) {
+    if let Some(pw) = url.password() {
+        register(pw);
+    }
+    for (name, value) in url.query_pairs() {
+        if is_sensitive_name(&name) {
+            register(&value);
+        }
+    }
+}
+
 /// Makes `value` known to the redactor. Values shorter than [`MIN_LEN`] are ignored. A value
 /// in an `Authorization` shape (`Bearer <token>`) registers its token as well (an upstream
 /// may quote the token alone), and a `Basic` one its decoded password.
@@ -294,6 +308,22 @@ pub fn redact_json_text(json: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_urls_password_and_key_parameters_are_secrets() {
+        let url = url::Url::parse(
+            "https://u:pw-url-EEEE-5555@h.example/mcp?api_key=k-url-FFFF-6666&page=2",
+        )
+        .unwrap();
+        register_url(&url);
+        let text = "said pw-url-EEEE-5555 and k-url-FFFF-6666 on page=2";
+        let clean = redact(text);
+        assert!(
+            !clean.contains("pw-url-EEEE") && !clean.contains("k-url-FFFF"),
+            "{clean}"
+        );
+        assert!(clean.contains("page=2"));
+    }
     use serde_json::json;
 
     // The set is process-wide: each test uses values of its own.

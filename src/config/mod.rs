@@ -516,9 +516,8 @@ impl Config {
         // A driver error may quote the password alone.
         if let Some(u) = &store_url
             && let Ok(parsed) = url::Url::parse(u.expose())
-            && let Some(pw) = parsed.password()
         {
-            crate::redact::register(pw);
+            crate::redact::register_url(&parsed);
         }
         let store_op_timeout = match raw.store.op_timeout_secs {
             None => crate::store::sql::DEFAULT_OP_TIMEOUT,

@@ -162,6 +162,8 @@ pub fn parse(
             if !matches!(parsed.scheme(), "http" | "https") {
                 return Err(fail("url", "must be an http or https URL"));
             }
+            // A server's error or progress text may quote a key the URL carries.
+            crate::redact::register_url(&parsed);
             let mut headers = Vec::new();
             let mut seen = HashSet::new();
             let literal = f.headers.into_iter().map(|(k, v)| {
@@ -282,6 +284,9 @@ pub fn from_connector(
 ) -> Result<McpConfig, crate::connector::Invalid> {
     let url = crate::connector::mcp::endpoint(doc)
         .ok_or_else(|| crate::connector::invalid(field, "the connector has no url"))?;
+    if let Ok(parsed) = url::Url::parse(&url) {
+        crate::redact::register_url(&parsed);
+    }
     let params = doc
         .get("parameters")
         .and_then(serde_json::Value::as_object)
